@@ -1,0 +1,134 @@
+"""Load, compose, override and validate a run config.
+
+A YAML file may start with ``defaults: [other.yaml, ...]`` (paths relative to
+the file); those are merged first, in order, then the file itself, then the
+command-line overrides (``model.n_heads=4``). Every value is checked against
+the schema (:mod:`ablate.config.schema`) and the registry before anything
+runs; a bad one raises :class:`ablate.errors.ConfigError` naming the key, the
+value, what is allowed and the file it came from.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+
+from ablate.config.schema import RunConfig
+from ablate.config.validate import validate
+from ablate.errors import ConfigError
+from ablate.registry import import_modules
+
+COMMAND_LINE = "command line"
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: Iterable[str] = (),
+    *,
+    imports: Iterable[str] = (),
+) -> DictConfig:
+    """Compose a run config from a YAML file and dotted overrides, and validate it.
+
+    Args:
+        path: a YAML file; ``None`` for the schema defaults alone.
+        overrides: ``key=value`` strings, applied last.
+        imports: extra modules to import (they register components) besides
+            the config's own ``imports`` key.
+
+    Returns:
+        A read-only structured ``DictConfig`` of :class:`RunConfig`.
+
+    Raises:
+        ConfigError: a missing file, unknown key, wrong type or impossible combination.
+    """
+    cfg = OmegaConf.structured(RunConfig)
+    sources: dict[str, str] = {}
+    if path is not None:
+        for file, data in _chain(Path(path), seen=()):
+            cfg = _merge(cfg, data, str(file), sources)
+    dotlist = list(overrides)
+    for item in dotlist:
+        if "=" not in item or item.startswith("="):
+            raise ConfigError(item, item, "an override of the form key=value", COMMAND_LINE)
+    cfg = _merge(cfg, OmegaConf.to_container(OmegaConf.from_dotlist(dotlist)), COMMAND_LINE, sources)
+    if imports:
+        cfg.imports = list(cfg.imports) + [m for m in imports if m not in cfg.imports]
+        sources["imports"] = COMMAND_LINE
+    try:
+        import_modules(list(cfg.imports))
+        validate(cfg)
+    except ConfigError as err:
+        raise err.at(_source_of(err.key, sources)) from None
+    OmegaConf.set_readonly(cfg, True)
+    return cfg
+
+
+def _chain(path: Path, seen: tuple[Path, ...]) -> list[tuple[Path, dict[str, Any]]]:
+    """The files to merge for ``path``: its ``defaults`` (recursively), then itself."""
+    where = seen[-1] if seen else COMMAND_LINE
+    if not path.is_file():
+        raise ConfigError("config", str(path), "an existing YAML file", str(where))
+    resolved = path.resolve()
+    if resolved in seen:
+        raise ConfigError("defaults", str(path), "no cycles between config files", str(path))
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f"line {mark.line + 1}" if mark else "?"
+        raise ConfigError("yaml", line, f"valid YAML ({getattr(exc, 'problem', exc)})", str(path)) from None
+    if not isinstance(data, dict):
+        raise ConfigError("<root>", type(data).__name__, "a mapping of keys to values", str(path))
+    defaults = data.pop("defaults", []) or []
+    if isinstance(defaults, str):
+        defaults = [defaults]
+    out: list[tuple[Path, dict[str, Any]]] = []
+    for parent in defaults:
+        out += _chain(path.parent / str(parent), seen + (resolved,))
+    return out + [(path, data)]
+
+
+def _merge(cfg: DictConfig, data: Any, source: str, sources: dict[str, str]) -> DictConfig:
+    try:
+        merged = OmegaConf.merge(cfg, data)
+    except ConfigKeyError as exc:
+        raise _unknown_key(cfg, exc.full_key or str(exc.key)).at(source) from None
+    except OmegaConfBaseException as exc:
+        allowed = (exc.msg or str(exc)).splitlines()[0] if exc.full_key else str(exc).splitlines()[0]
+        raise ConfigError(exc.full_key or "<root>", exc.value, allowed, source) from None
+    for key in _flat_keys(data):
+        sources[key] = source
+    return merged
+
+
+def _unknown_key(cfg: DictConfig, full_key: str) -> ConfigError:
+    parent, _, leaf = full_key.rpartition(".")
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    known = list(node.keys()) if isinstance(node, DictConfig) else []
+    close = difflib.get_close_matches(leaf, known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    where = f"'{parent}'" if parent else "the top level"
+    return ConfigError(full_key, "unknown key", f"a key of {where}: {', '.join(known)}{hint}")
+
+
+def _flat_keys(data: Any, prefix: str = "") -> list[str]:
+    if not isinstance(data, dict):
+        return [prefix] if prefix else []
+    keys = [prefix] if prefix else []
+    for k, v in data.items():
+        keys += _flat_keys(v, f"{prefix}.{k}" if prefix else str(k))
+    return keys
+
+
+def _source_of(key: str, sources: dict[str, str]) -> str:
+    """The file that last set ``key`` (or its nearest parent); the schema default otherwise."""
+    while key:
+        if key in sources:
+            return sources[key]
+        key = key.rpartition(".")[0]
+    return "defaults"

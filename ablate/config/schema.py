@@ -1,0 +1,133 @@
+"""The config schema: typed dataclasses that OmegaConf validates every YAML file against.
+
+Defaults are the paper's base model (Vaswani et al. 2017, Table 3 "base" row and
+section 5): post-norm, sinusoidal positions, ReLU FFN, sqrt(d_model) embedding
+scale, three-way weight tying, Adam(0.9, 0.98, 1e-9) with the Noam schedule and
+label smoothing 0.1. Every departure is a named component chosen in config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Dict, List, Optional
+
+
+class Arch(str, Enum):
+    encoder_decoder = "encoder_decoder"
+    decoder_only = "decoder_only"
+
+
+class Logger(str, Enum):
+    csv = "csv"
+    wandb = "wandb"
+    none = "none"
+
+
+@dataclass
+class ModelConfig:
+    """The architecture (section 3). Component names refer to the registry."""
+
+    arch: Arch = Arch.encoder_decoder
+    n_layers: int = 6  # N, for both stacks unless one is set below
+    n_encoder_layers: Optional[int] = None
+    n_decoder_layers: Optional[int] = None
+    d_model: int = 512
+    n_heads: int = 8  # h
+    d_k: Optional[int] = None  # default d_model / h
+    d_v: Optional[int] = None  # default d_model / h
+    d_ff: int = 2048
+    dropout: float = 0.1  # P_drop: embedding sums and every sub-layer output
+    attention_dropout: float = 0.0  # on attention weights; the paper has none
+    positional: str = "sinusoidal"
+    positional_args: Dict[str, Any] = field(default_factory=dict)
+    norm: str = "layernorm"
+    norm_args: Dict[str, Any] = field(default_factory=dict)
+    norm_position: str = "post"
+    norm_position_args: Dict[str, Any] = field(default_factory=dict)
+    ffn: str = "relu"
+    ffn_args: Dict[str, Any] = field(default_factory=dict)
+    mask: str = "causal"  # decoder self-attention
+    mask_args: Dict[str, Any] = field(default_factory=dict)
+    tie_embeddings: bool = True  # section 3.4: source, target and pre-softmax weights shared
+    scale_embeddings: bool = True  # section 3.4: embeddings multiplied by sqrt(d_model)
+
+
+@dataclass
+class DataConfig:
+    """Where the tokens come from. ``task`` names a registered data module."""
+
+    task: str = "reverse"
+    task_args: Dict[str, Any] = field(default_factory=dict)
+    path: Optional[str] = None  # local folder / file, or a Hugging Face Hub dataset name
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+    vocab_size: int = 32
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+    batch_size: int = 64  # sequences per batch, for tasks that batch by count
+    max_tokens: int = 4096  # tokens per batch (source or target, padding included)
+    max_len: int = 256  # length filter (tokens) for training pairs; block size for LMs
+    limit_train: Optional[int] = None  # use only the first N training examples
+    limit_val: Optional[int] = None
+    cache_dir: Optional[str] = None  # tokenizer cache; default ~/.cache/ablate
+    num_workers: int = 0
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation (section 5.3, 5.4)."""
+
+    max_steps: int = 100_000
+    label_smoothing: float = 0.1  # eps_ls
+    lr: float = 1e-3  # peak lr for schedules other than noam
+    betas: List[float] = field(default_factory=lambda: [0.9, 0.98])
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    schedule: str = "noam"
+    schedule_args: Dict[str, Any] = field(default_factory=lambda: {"warmup": 4000})
+    grad_clip: Optional[float] = None  # clip the global gradient norm to this value
+    val_every: int = 1000  # validate every N optimiser steps
+    log_every: int = 50
+
+
+@dataclass
+class TrainerConfig:
+    """Passed through to ``pytorch_lightning.Trainer``; anything else goes under ``extra``."""
+
+    accelerator: str = "auto"
+    devices: Any = "auto"
+    strategy: str = "auto"
+    precision: str = "32-true"
+    accumulate_grad_batches: int = 1
+    limit_val_batches: Optional[float] = None
+    num_sanity_val_steps: int = 0
+    deterministic: bool = False
+    enable_progress_bar: bool = True
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class WandbConfig:
+    project: str = "ablate"
+    entity: Optional[str] = None
+    group: Optional[str] = None
+    job_type: str = "train"
+    tags: List[str] = field(default_factory=list)
+
+
+@dataclass
+class RunConfig:
+    """One training run: everything ``ablate train`` needs."""
+
+    name: str = "run"
+    seed: int = 0
+    output_dir: Optional[str] = None  # default runs/<name>/<time>-<hash>
+    imports: List[str] = field(default_factory=list)  # modules that register components
+    logger: Logger = Logger.csv
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)

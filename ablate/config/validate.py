@@ -1,0 +1,71 @@
+"""Checks that need more than the schema's types: sizes, ranges, combinations, registry names."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig, OmegaConf
+
+from ablate import registry
+from ablate.errors import ConfigError
+
+# (config section, key in that section, registry kind)
+COMPONENT_KEYS = (
+    ("model", "positional", "positional"),
+    ("model", "norm", "norm"),
+    ("model", "norm_position", "norm_position"),
+    ("model", "ffn", "ffn"),
+    ("model", "mask", "mask"),
+    ("train", "schedule", "schedule"),
+    ("data", "task", "task"),
+)
+
+
+def _positive(cfg: DictConfig, key: str) -> None:
+    value = OmegaConf.select(cfg, key)
+    if value is not None and value <= 0:
+        raise ConfigError(key, value, "a positive integer")
+
+
+def _fraction(cfg: DictConfig, key: str) -> None:
+    value = OmegaConf.select(cfg, key)
+    if not 0.0 <= value < 1.0:
+        raise ConfigError(key, value, "a number in [0, 1)")
+
+
+def validate(cfg: DictConfig) -> None:
+    """Raise ConfigError for the first value that cannot be used.
+
+    Raises:
+        ConfigError: with the dotted key, the value and what is allowed.
+    """
+    m = cfg.model
+    for key in ("n_layers", "n_encoder_layers", "n_decoder_layers", "d_model", "n_heads", "d_k", "d_v", "d_ff"):
+        _positive(cfg, f"model.{key}")
+    for key in ("vocab_size", "batch_size", "max_tokens", "max_len", "limit_train", "limit_val"):
+        _positive(cfg, f"data.{key}")
+    for key in ("max_steps", "val_every", "log_every"):
+        _positive(cfg, f"train.{key}")
+    _fraction(cfg, "model.dropout")
+    _fraction(cfg, "model.attention_dropout")
+    _fraction(cfg, "train.label_smoothing")
+    for key in ("d_k", "d_v"):
+        if m[key] is None and m.d_model % m.n_heads != 0:
+            raise ConfigError(
+                "model.n_heads",
+                m.n_heads,
+                f"a divisor of model.d_model={m.d_model} (or set model.{key} explicitly)",
+            )
+    special = {"data.pad_id": cfg.data.pad_id, "data.bos_id": cfg.data.bos_id, "data.eos_id": cfg.data.eos_id}
+    for key, value in special.items():
+        if not 0 <= value < cfg.data.vocab_size:
+            raise ConfigError(key, value, f"an id in [0, data.vocab_size={cfg.data.vocab_size})")
+    if len(set(special.values())) != len(special):
+        raise ConfigError("data.pad_id", cfg.data.pad_id, "pad, bos and eos ids that differ from each other")
+    if len(cfg.train.betas) != 2 or not all(0.0 <= b < 1.0 for b in cfg.train.betas):
+        raise ConfigError("train.betas", list(cfg.train.betas), "two numbers in [0, 1)")
+    if cfg.train.grad_clip is not None and cfg.train.grad_clip <= 0:
+        raise ConfigError("train.grad_clip", cfg.train.grad_clip, "a positive number or null")
+    for section, key, kind in COMPONENT_KEYS:
+        name = cfg[section][key]
+        registry.get(kind, name, key=f"{section}.{key}")
+        args = OmegaConf.to_container(cfg[section][f"{key}_args"], resolve=True)
+        registry.check_args(kind, name, args, key=f"{section}.{key}_args")

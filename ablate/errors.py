@@ -1,0 +1,31 @@
+"""The one error users see for bad input: it names the key, the value, what is allowed and where."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A config value that cannot be used.
+
+    Args:
+        key: dotted key, e.g. ``model.n_heads``.
+        value: the offending value.
+        allowed: what would be accepted, in words.
+        source: the file (or ``command line``) the value came from, when known.
+    """
+
+    def __init__(self, key: str, value: Any, allowed: str, source: str | None = None):
+        self.key, self.value, self.allowed, self.source = key, value, allowed, source
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        where = f"{self.source}: " if self.source else ""
+        return f"{where}{self.key}={self.value!r} is not allowed; expected {self.allowed}"
+
+    def at(self, source: str) -> "ConfigError":
+        """The same error, attributed to ``source`` unless it already names one."""
+        if self.source is None:
+            self.source = source
+            self.args = (self._message(),)
+        return self
