@@ -1,0 +1,26 @@
+"""``ablate describe``: what a config builds, without touching data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from ablate.model import build_model, count_parameters
+from ablate.model.builder import dims
+
+
+def describe(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config, the model's dimensions and its parameter counts (total and per part).
+
+    The vocabulary size comes from ``data.vocab_size``; no data is read, and the
+    model is built on the meta device, so no memory is allocated for its weights.
+    """
+    with torch.device("meta"):
+        model = build_model(cfg)
+    return {
+        "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
+        "dims": dims(cfg.model),
+        "parameters": count_parameters(model),
+    }

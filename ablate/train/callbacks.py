@@ -1,0 +1,69 @@
+"""Callbacks of a training run: token throughput, and failing fast on a non-finite loss."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+
+
+class TokenThroughput(pl.Callback):
+    """Logs ``train/tokens_per_s`` (real target tokens, validation time excluded) every ``every`` steps.
+
+    Token counts stay on the device between logs, so the step loop never waits
+    for the GPU except when it logs.
+    """
+
+    def __init__(self, pad_id: int, every: int):
+        self.pad_id, self.every = pad_id, every
+        self.total_tokens = 0
+        self.train_seconds = 0.0
+        self._window: torch.Tensor | int = 0
+        self._t0 = 0.0
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._t0 = time.perf_counter()
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self._window = self._window + (batch["labels"] != self.pad_id).sum()
+        if trainer.global_step % self.every == 0:
+            self._flush(pl_module, log=True)
+
+    def _flush(self, pl_module: pl.LightningModule, log: bool) -> None:
+        now = time.perf_counter()
+        tokens, seconds = int(self._window), now - self._t0
+        self.total_tokens += tokens
+        self.train_seconds += seconds
+        self._window, self._t0 = 0, now
+        if log and seconds > 0:
+            pl_module.log("train/tokens_per_s", tokens / seconds)
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._flush(pl_module, log=False)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._t0 = time.perf_counter()
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._flush(pl_module, log=False)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.total_tokens / self.train_seconds if self.train_seconds else 0.0
+
+
+class FiniteLoss(pl.Callback):
+    """Stops the run with an error when the training loss is NaN or infinite (checked every ``every`` steps)."""
+
+    def __init__(self, every: int):
+        self.every = every
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if trainer.global_step % self.every == 0 and outputs is not None:
+            loss = float(outputs["loss"])
+            if not math.isfinite(loss):
+                raise FloatingPointError(f"train/loss is {loss} at step {trainer.global_step}")
+

@@ -1,0 +1,145 @@
+"""``ablate train``: one run, from a validated config to a run directory with its result."""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from omegaconf import DictConfig, OmegaConf
+from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
+from pytorch_lightning.loggers import CSVLogger, Logger
+
+from ablate import registry
+from ablate.config.schema import Logger as LoggerKind
+from ablate.train.callbacks import FiniteLoss, TokenThroughput
+from ablate.train.rundir import config_hash, default_output_dir, read_result, write_atomic, write_json
+from ablate.train.system import TransformerSystem
+
+
+class RunFailed(RuntimeError):
+    """Training raised; ``result.json`` in ``run_dir`` records why."""
+
+    def __init__(self, run_dir: Path, reason: str):
+        super().__init__(f"run failed: {reason} (see {run_dir / 'result.json'})")
+        self.run_dir = run_dir
+
+
+def resolve_precision(precision: str) -> str:
+    """``auto``: bf16-mixed on a GPU that supports it, full fp32 otherwise."""
+    if precision != "auto":
+        return precision
+    return "bf16-mixed" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
+
+
+def make_loggers(cfg: DictConfig, run_dir: Path) -> list[Logger]:
+    """The loggers a config asks for. CSV is always on, for ablate's own reports: each attempt at a
+    run (a resume is a new attempt) writes ``logs/version_<k>/metrics.csv``; see :func:`read_metrics`."""
+    loggers: list[Logger] = [CSVLogger(save_dir=str(run_dir), name="logs")]
+    if cfg.logger == LoggerKind.wandb:
+        from ablate.train.wandb import make_wandb_logger
+
+        loggers.append(make_wandb_logger(cfg, run_dir))
+    return loggers
+
+
+def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback]) -> pl.Trainer:
+    """A Lightning Trainer with the config's ``trainer`` settings passed through."""
+    t, tr = cfg.train, cfg.trainer
+    checkpoints = [
+        ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="best", monitor="val/loss", mode="min", save_last=True),
+        LearningRateMonitor(logging_interval="step"),
+    ]
+    kwargs: dict[str, Any] = dict(
+        accelerator=tr.accelerator,
+        devices=tr.devices,
+        strategy=tr.strategy,
+        precision=resolve_precision(tr.precision),
+        max_steps=t.max_steps,
+        max_epochs=-1,
+        val_check_interval=t.val_every,
+        check_val_every_n_epoch=None,
+        log_every_n_steps=t.log_every,
+        gradient_clip_val=t.grad_clip,
+        accumulate_grad_batches=tr.accumulate_grad_batches,
+        limit_val_batches=tr.limit_val_batches,
+        num_sanity_val_steps=tr.num_sanity_val_steps,
+        deterministic=tr.deterministic,
+        enable_progress_bar=tr.enable_progress_bar,
+        default_root_dir=str(run_dir),
+        logger=make_loggers(cfg, run_dir),
+        callbacks=checkpoints + callbacks,
+    )
+    kwargs.update(OmegaConf.to_container(tr.extra, resolve=True))
+    return pl.Trainer(**kwargs)
+
+
+def _metrics(trainer: pl.Trainer) -> dict[str, float]:
+    return {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+
+
+def train(cfg: DictConfig) -> Path:
+    """Train one run and write its run directory.
+
+    If ``output_dir`` already holds an unfinished run of the same config, it
+    resumes from ``checkpoints/last.ckpt``.
+
+    Args:
+        cfg: a validated run config (:func:`ablate.load_config`).
+
+    Returns:
+        The run directory. ``result.json`` there says ``finished``, ``failed``
+        (with the reason) or ``interrupted``.
+
+    Raises:
+        Exception: whatever stopped training, after result.json records it.
+    """
+    start = time.time()
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    # Build first: a component that rejects its arguments fails before anything is written.
+    system = TransformerSystem(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+    data = registry.create(
+        "task", cfg.data.task, {"data": cfg.data, "seed": cfg.seed}, OmegaConf.to_container(cfg.data.task_args)
+    )
+    run_dir = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg))
+    last = run_dir / "checkpoints" / "last.ckpt"
+    resume = last if last.is_file() else None
+    result: dict[str, Any] = {"status": "running", "config_hash": config_hash(cfg), "run_dir": str(run_dir)}
+    write_json(run_dir / "result.json", {**(read_result(run_dir) or {}), **result})
+
+    throughput = TokenThroughput(pad_id=cfg.data.pad_id, every=cfg.train.log_every)
+    trainer = make_trainer(cfg, run_dir, [throughput, FiniteLoss(every=cfg.train.log_every)])
+    for logger in trainer.loggers:
+        logger.log_hyperparams({"params/" + k: v for k, v in system.n_params.items()})
+    result.update(parameters=system.n_params["total"], parameters_by_part=system.n_params, resumed_from=str(resume) if resume else None)
+    try:
+        trainer.fit(system, datamodule=data, ckpt_path=str(resume) if resume else None)
+    except Exception as exc:
+        result.update(status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(limit=8))
+        raise RunFailed(run_dir, result["error"]) from exc
+    except BaseException as exc:  # KeyboardInterrupt, SystemExit: resumable from last.ckpt
+        result.update(status="interrupted", error=type(exc).__name__)
+        raise
+    else:
+        result["status"] = "interrupted" if trainer.interrupted else "finished"
+    finally:
+        best = trainer.checkpoint_callback.best_model_score if trainer.checkpoint_callback else None
+        best = float(best) if best is not None else math.nan
+        result.update(
+            step=trainer.global_step,
+            final=_metrics(trainer),
+            best={"val/loss": best, "val/ppl": math.exp(best)} if math.isfinite(best) else {},
+            tokens_per_s=throughput.tokens_per_s,
+            train_tokens=throughput.total_tokens,
+            wall_time_s=time.time() - start,
+        )
+        write_json(run_dir / "result.json", result)
+        for logger in trainer.loggers:
+            logger.finalize(result["status"])
+    return run_dir

@@ -1,0 +1,53 @@
+"""Learning-rate schedules. Each returns a function from optimiser step (0-based) to the absolute lr."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from ablate.errors import ConfigError
+from ablate.registry import register
+
+Schedule = Callable[[int], float]
+
+
+def _check_warmup(warmup: int) -> None:
+    if warmup < 0:
+        raise ConfigError("train.schedule_args.warmup", warmup, "a non-negative integer")
+
+
+@register("schedule", "noam")
+def noam(*, d_model: int, warmup: int = 4000, scale: float = 1.0) -> Schedule:
+    """lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (section 5.3; the paper's)."""
+    _check_warmup(warmup)
+    if warmup == 0:
+        raise ConfigError("train.schedule_args.warmup", warmup, "a positive integer for schedule=noam")
+
+    def lr(step: int) -> float:
+        s = step + 1  # the paper counts steps from 1
+        return scale * d_model**-0.5 * min(s**-0.5, s * warmup**-1.5)
+
+    return lr
+
+
+@register("schedule", "cosine")
+def cosine(*, lr: float, max_steps: int, warmup: int = 4000, min_ratio: float = 0.1) -> Schedule:
+    """Linear warmup to train.lr, then cosine decay to min_ratio * train.lr at max_steps."""
+    _check_warmup(warmup)
+    peak = lr
+
+    def schedule(step: int) -> float:
+        if step < warmup:
+            return peak * (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, max_steps - warmup))
+        return peak * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+    return schedule
+
+
+@register("schedule", "constant")
+def constant(*, lr: float, warmup: int = 0) -> Schedule:
+    """train.lr after an optional linear warmup (warmup=0: no warmup, as in Xiong et al.'s ablation)."""
+    _check_warmup(warmup)
+    peak = lr
+    return lambda step: peak * min(1.0, (step + 1) / warmup) if warmup else peak

@@ -1,0 +1,73 @@
+"""The Lightning system: a plain model, its loss, its optimiser and schedule (section 5)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+import pytorch_lightning as pl
+from omegaconf import DictConfig, OmegaConf
+from torch.optim.lr_scheduler import LambdaLR
+from torchmetrics.aggregation import MeanMetric
+
+from ablate import registry
+from ablate.model import build_model, count_parameters
+
+
+class TransformerSystem(pl.LightningModule):
+    """Trains the model a run config describes, with label-smoothed cross-entropy that ignores padding.
+
+    ``train/loss`` is the training objective (label-smoothed); ``val/loss`` is the
+    plain per-token negative log-likelihood, so variants with different eps_ls
+    compare fairly, and ``val/ppl`` = exp(val/loss) (per word-piece, as in Table 3).
+    """
+
+    def __init__(self, config: dict):
+        super().__init__()
+        self.save_hyperparameters()  # the whole resolved config travels in every checkpoint
+        self.cfg: DictConfig = OmegaConf.create(config)
+        self.model = build_model(self.cfg)
+        self.pad_id = self.cfg.data.pad_id
+        self.n_params = count_parameters(self.model)
+        self.val_nll = MeanMetric()
+        self.val_acc = MeanMetric()
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Logits (B, T, V) for a batch dict (its keys other than ``labels`` are the model's arguments)."""
+        return self.model(**{k: v for k, v in batch.items() if k != "labels"})
+
+    def _token_losses(self, batch: dict[str, torch.Tensor], smoothing: float) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self(batch)  # (B, T, V)
+        labels = batch["labels"]  # (B, T)
+        loss = F.cross_entropy(
+            logits.flatten(0, 1), labels.flatten(), ignore_index=self.pad_id, label_smoothing=smoothing
+        )
+        return loss, logits
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss, _ = self._token_losses(batch, self.cfg.train.label_smoothing)
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        nll, logits = self._token_losses(batch, 0.0)
+        real = batch["labels"] != self.pad_id  # (B, T)
+        n = real.sum()
+        correct = ((logits.argmax(-1) == batch["labels"]) & real).sum()
+        self.val_nll.update(nll, weight=n)
+        self.val_acc.update(correct / n.clamp(min=1), weight=n)
+
+    def on_validation_epoch_end(self) -> None:
+        nll = self.val_nll.compute()
+        self.log_dict({"val/loss": nll, "val/ppl": nll.exp(), "val/acc": self.val_acc.compute()}, prog_bar=True)
+        self.val_nll.reset()
+        self.val_acc.reset()
+
+    def configure_optimizers(self):
+        t = self.cfg.train
+        optimizer = torch.optim.Adam(
+            self.parameters(), lr=1.0, betas=tuple(t.betas), eps=t.eps, weight_decay=t.weight_decay
+        )
+        context = {"d_model": self.cfg.model.d_model, "lr": t.lr, "max_steps": t.max_steps}
+        schedule = registry.create("schedule", t.schedule, context, OmegaConf.to_container(t.schedule_args))
+        scheduler = LambdaLR(optimizer, schedule)  # base lr 1.0: the schedule gives the absolute lr
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
