@@ -1,0 +1,87 @@
+"""Config composition, overrides, and the clear errors for bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import ablate
+from ablate.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_every_shipped_config_composes_and_builds(path):
+    import torch
+
+    cfg = ablate.load_config(path)
+    with torch.device("meta"):
+        model = ablate.build_model(cfg)
+    assert ablate.count_parameters(model)["total"] > 0
+
+
+def test_defaults_compose_and_overrides_win(tmp_path):
+    (tmp_path / "parent.yaml").write_text("model: {d_model: 128, n_heads: 4}\nseed: 3\n")
+    (tmp_path / "child.yaml").write_text("defaults: [parent.yaml]\nmodel: {n_heads: 8}\n")
+    cfg = ablate.load_config(tmp_path / "child.yaml", ["seed=5", "model.positional_args.max_len=64",
+                                                        "model.positional=learned"])
+    assert (cfg.model.d_model, cfg.model.n_heads, cfg.seed) == (128, 8, 5)
+    assert cfg.model.positional_args.max_len == 64
+
+
+def test_big_config_inherits_base():
+    cfg = ablate.load_config(REPO / "configs" / "transformer_big.yaml")
+    assert (cfg.model.d_model, cfg.model.d_ff, cfg.model.n_heads, cfg.model.dropout) == (1024, 4096, 16, 0.3)
+    assert cfg.model.norm_position == "post" and cfg.train.schedule == "noam"
+
+
+@pytest.mark.parametrize(
+    "overrides,pattern",
+    [
+        (["model.n_head=4"], r"command line: model.n_head='unknown key'.*did you mean 'n_heads'"),
+        (["model.n_heads=four"], r"command line: model.n_heads='four'.*Integer"),
+        (["model.n_heads=5"], r"model.n_heads=5 .*a divisor of model.d_model=512"),
+        (["model.d_ff=-1"], r"model.d_ff=-1 .*a positive integer"),
+        (["model.positional=sinusodal"], r"model.positional='sinusodal'.*did you mean 'sinusoidal'"),
+        (["model.mask_args.widow=3", "model.mask=sliding_window"], r"model.mask_args.widow=3.*\(window\)"),
+        (["model.dropout=1.5"], r"model.dropout=1.5.*\[0, 1\)"),
+        (["logger=tensorboard"], r"logger='tensorboard'.*csv, wandb, none"),
+        (["model.n_heads"], r"an override of the form key=value"),
+        (["train.schedule=cosine", "train.schedule_args.warm=3"], r"train.schedule_args.warm=3"),
+    ],
+)
+def test_bad_overrides_name_key_value_and_allowed(overrides, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        ablate.load_config(None, overrides)
+
+
+def test_n_heads_not_dividing_is_fine_when_d_k_and_d_v_are_given():
+    cfg = ablate.load_config(None, ["model.n_heads=5", "model.d_k=64", "model.d_v=64"])
+    assert cfg.model.n_heads == 5
+
+
+def test_error_names_the_file_that_set_the_value(tmp_path):
+    (tmp_path / "parent.yaml").write_text("model: {d_model: 100}\n")
+    (tmp_path / "child.yaml").write_text("defaults: [parent.yaml]\nmodel: {n_heads: 3}\n")
+    with pytest.raises(ConfigError, match=r"child.yaml: model.n_heads=3 .*divisor of model.d_model=100"):
+        ablate.load_config(tmp_path / "child.yaml")
+    (tmp_path / "typo.yaml").write_text("model: {d_modle: 100}\n")
+    with pytest.raises(ConfigError, match=r"typo.yaml: model.d_modle='unknown key'.*did you mean 'd_model'"):
+        ablate.load_config(tmp_path / "typo.yaml")
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="an existing YAML file"):
+        ablate.load_config(tmp_path / "nope.yaml")
+    (tmp_path / "bad.yaml").write_text("model: {d_model: [\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: yaml='line \d+'.*valid YAML"):
+        ablate.load_config(tmp_path / "bad.yaml")
+
+
+def test_loaded_config_is_read_only():
+    cfg = ablate.load_config(None)
+    with pytest.raises(Exception):
+        cfg.model.d_model = 3

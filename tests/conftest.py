@@ -1,0 +1,36 @@
+"""Shared fixtures: the offline datasets beside the repo, and tiny configs for fast tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("ABLATE_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+# A model small enough that a forward and backward take milliseconds.
+TINY = [
+    "model.n_layers=2",
+    "model.d_model=32",
+    "model.n_heads=4",
+    "model.d_ff=64",
+    "data.vocab_size=24",
+    "data.max_len=12",
+]
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data`` (Multi30k, Tiny Shakespeare); skips the test when it is not there."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"offline datasets not found at {SHARED_DATA} (set ABLATE_SHARED_DATA)")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch) -> Path:
+    """Run the test inside a fresh temporary folder (run directories land there)."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

@@ -1,0 +1,64 @@
+"""The ``ablate`` command as a user runs it: exit codes, one-line errors, nothing written on bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def ablate(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ablate.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_describe_json_reports_the_paper_parameter_counts():
+    base = ablate("describe", "configs/transformer_base.yaml", "data.vocab_size=41000", "--json")
+    assert base.returncode == 0, base.stderr
+    assert json.loads(base.stdout)["parameters"]["total"] == 65_130_496
+    row_b = ablate("describe", "configs/transformer_base.yaml", "data.vocab_size=41000", "model.d_k=16", "--json")
+    info = json.loads(row_b.stdout)
+    assert info["parameters"]["total"] == 58_038_784
+    assert info["dims"]["d_k"] == 16 and info["dims"]["d_v"] == 64
+
+
+def test_describe_text_shows_config_and_parts():
+    out = ablate("describe", "configs/transformer_big.yaml")
+    assert out.returncode == 0, out.stderr
+    assert "d_model: 1024" in out.stdout and "encoder" in out.stdout and "total" in out.stdout
+
+
+def test_components_lists_kinds_names_and_parameters():
+    out = ablate("components")
+    assert out.returncode == 0
+    for text in ("positional:", "sinusoidal", "learned", "rope", "mask:", "sliding_window", "window: int = 64",
+                 "ffn:", "swiglu", "norm_position:", "pre", "schedule:", "noam", "task:", "reverse"):
+        assert text in out.stdout, text
+    only = ablate("components", "mask")
+    assert "positional:" not in only.stdout and "prefix_lm" in only.stdout
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["train", "configs/default.yaml", "model.n_heads=5"], "model.n_heads=5"),
+        (["train", "configs/default.yaml", "model.positonal=learned"], "did you mean 'positional'"),
+        (["train", "configs/nope.yaml"], "an existing YAML file"),
+        (["train", "configs/default.yaml", "model.positional=rope", "model.d_k=7"], "model.d_k=7"),
+        (["describe"], "CONFIG"),
+        (["components", "colour"], "kind='colour'"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message):
+    (tmp_path / "configs").symlink_to(REPO / "configs")
+    out = ablate(*args, cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("ablate: error: ")
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["configs"]  # no runs/ folder
