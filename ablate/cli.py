@@ -1,4 +1,4 @@
-"""The ``ablate`` command: train, describe, components.
+"""The ``ablate`` command: train, describe, components, sweep, report, sync, agent.
 
 Bad input is one line on stderr and exit code 2, before anything is written.
 """
@@ -14,6 +14,7 @@ from typing import Sequence
 from omegaconf import OmegaConf
 
 from ablate.errors import ConfigError
+from ablate.train.lock import EXIT_LOCKED, RunLocked
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
 
@@ -45,6 +46,8 @@ def _load(args: argparse.Namespace, config_required: bool):
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from pytorch_lightning.utilities.rank_zero import rank_zero_only
+
     from ablate.train.run import RunFailed, train
 
     cfg = _load(args, config_required=False)
@@ -54,8 +57,77 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"ablate: {failed}", file=sys.stderr)
         print(failed.run_dir)
         return 1
-    print(run_dir)
+    except RunLocked as locked:
+        print(f"ablate: {locked}", file=sys.stderr)
+        return EXIT_LOCKED
+    if rank_zero_only.rank == 0:  # under DDP, the processes Lightning starts run this too
+        print(run_dir)
     return 0
+
+
+def _sweep_dir(target: str) -> Path:
+    """A sweep directory, or the default directory of a sweep file."""
+    from ablate.sweep import default_sweep_dir, load_sweep
+
+    path = Path(target)
+    if path.is_dir():
+        if not (path / "plan.json").is_file():
+            raise ConfigError("SWEEP", target, "a sweep file or a sweep directory holding plan.json", "command line")
+        return path
+    return default_sweep_dir(load_sweep(path))
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from ablate.sweep import load_sweep
+    from ablate.sweep.launch import format_matrix, launch
+
+    if args.workers < 1:
+        raise ConfigError("--workers", args.workers, "a positive integer", "command line")
+    sweep = load_sweep(args.sweep)
+    if args.backend == "wandb":
+        from ablate.sweep.wandb_backend import start_wandb_sweep
+
+        return start_wandb_sweep(sweep, extra=args.overrides, dry_run=args.dry_run)
+    bad = [o for o in args.overrides if "=" not in o]
+    if bad:
+        raise ConfigError(bad[0], bad[0], "an override of the form key=value", "command line")
+    sweep_dir, runs, outcome = launch(sweep, extra=args.overrides, sweep_dir=Path(args.out) if args.out else None,
+                                      workers=args.workers, dry_run=args.dry_run, retry_failed=args.retry_failed)
+    if outcome is None:
+        print(format_matrix(sweep, runs))
+        return 0
+    _print_report(sweep_dir)
+    if outcome.failed:
+        print(f"ablate: {len(outcome.failed)} of {len(runs)} runs failed (see their result.json)", file=sys.stderr)
+    print(sweep_dir)
+    return 1 if outcome.failed else 0
+
+
+def _print_report(sweep_dir: Path) -> None:
+    from ablate.report import build_report, format_terminal, write_report
+
+    report = build_report(sweep_dir)
+    write_report(report, sweep_dir / "report")
+    print(format_terminal(report))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    sweep_dir = _sweep_dir(args.sweep)
+    _print_report(sweep_dir)
+    print(sweep_dir / "report" / "report.html")
+    return 0
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from ablate.train.wandb import sync
+
+    return sync([_sweep_dir(t) if t.endswith((".yaml", ".yml")) else Path(t) for t in args.targets])
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    from ablate.sweep.wandb_backend import run_agent
+
+    return run_agent(args.sweep_id, count=args.count)
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
@@ -103,6 +175,25 @@ def build_parser() -> argparse.ArgumentParser:
     describe = with_config("describe", "print the resolved config and parameter counts")
     describe.add_argument("--json", action="store_true", help="machine-readable output")
     describe.set_defaults(func=cmd_describe)
+    sweep = sub.add_parser("sweep", help="run a sweep file (W&B sweep format) locally or through W&B agents")
+    sweep.add_argument("sweep", metavar="SWEEP.yaml")
+    sweep.add_argument("overrides", nargs="*", metavar="key=value", help="applied to every run")
+    sweep.add_argument("--workers", type=int, default=1, help="CPU worker processes (GPUs: one per device)")
+    sweep.add_argument("--dry-run", action="store_true", help="print the run matrix and run nothing")
+    sweep.add_argument("--retry-failed", action="store_true", help="run failed runs again")
+    sweep.add_argument("--out", metavar="DIR", help="sweep directory (default sweeps/<name>)")
+    sweep.add_argument("--backend", choices=["local", "wandb"], default="local")
+    sweep.set_defaults(func=cmd_sweep)
+    report = sub.add_parser("report", help="comparison table and HTML report of a sweep")
+    report.add_argument("sweep", metavar="SWEEP.yaml|SWEEP_DIR")
+    report.set_defaults(func=cmd_report)
+    sync = sub.add_parser("sync", help="upload offline W&B runs (of a sweep or a run directory)")
+    sync.add_argument("targets", nargs="+", metavar="SWEEP.yaml|DIR")
+    sync.set_defaults(func=cmd_sync)
+    agent = sub.add_parser("agent", help="join a W&B sweep started with `ablate sweep --backend wandb`")
+    agent.add_argument("sweep_id", metavar="SWEEP_ID", help="entity/project/id")
+    agent.add_argument("--count", type=int, default=None, help="stop after this many runs")
+    agent.set_defaults(func=cmd_agent)
     comps = sub.add_parser("components", help="list registered components")
     comps.add_argument("kind", nargs="?", help="only this kind")
     comps.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE")

@@ -10,8 +10,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ABLATE_SHARED_DATA", REPO.parent / "shared" / "data"))
 
-# A model small enough that a forward and backward take milliseconds.
+# A model small enough that a forward and backward take milliseconds; W&B off unless a test is about it.
 TINY = [
+    "logger=none",
     "model.n_layers=2",
     "model.d_model=32",
     "model.n_heads=4",

@@ -7,7 +7,6 @@ class overrides the hook it needs; the other is the identity.
 
 from __future__ import annotations
 
-import math
 
 import torch
 from torch import nn

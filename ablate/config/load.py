@@ -11,6 +11,7 @@ value, what is allowed and the file it came from.
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -31,6 +32,7 @@ def load_config(
     overrides: Iterable[str] = (),
     *,
     imports: Iterable[str] = (),
+    layers: Iterable[tuple[str, Iterable[str]]] = (),
 ) -> DictConfig:
     """Compose a run config from a YAML file and dotted overrides, and validate it.
 
@@ -39,6 +41,8 @@ def load_config(
         overrides: ``key=value`` strings, applied last.
         imports: extra modules to import (they register components) besides
             the config's own ``imports`` key.
+        layers: ``(source, overrides)`` groups applied after the file and before
+            ``overrides``, each named in errors by its source (e.g. a sweep file).
 
     Returns:
         A read-only structured ``DictConfig`` of :class:`RunConfig`.
@@ -51,11 +55,12 @@ def load_config(
     if path is not None:
         for file, data in _chain(Path(path), seen=()):
             cfg = _merge(cfg, data, str(file), sources)
-    dotlist = list(overrides)
-    for item in dotlist:
-        if "=" not in item or item.startswith("="):
-            raise ConfigError(item, item, "an override of the form key=value", COMMAND_LINE)
-    cfg = _merge(cfg, OmegaConf.to_container(OmegaConf.from_dotlist(dotlist)), COMMAND_LINE, sources)
+    for source, dotlist in [*layers, (COMMAND_LINE, overrides)]:
+        dotlist = list(dotlist)
+        for item in dotlist:
+            if "=" not in item or item.startswith("="):
+                raise ConfigError(item, item, "an override of the form key=value", source)
+        cfg = _merge(cfg, OmegaConf.to_container(OmegaConf.from_dotlist(dotlist)), source, sources)
     if imports:
         cfg.imports = list(cfg.imports) + [m for m in imports if m not in cfg.imports]
         sources["imports"] = COMMAND_LINE
@@ -99,11 +104,20 @@ def _merge(cfg: DictConfig, data: Any, source: str, sources: dict[str, str]) -> 
     except ConfigKeyError as exc:
         raise _unknown_key(cfg, exc.full_key or str(exc.key)).at(source) from None
     except OmegaConfBaseException as exc:
-        allowed = (exc.msg or str(exc)).splitlines()[0] if exc.full_key else str(exc).splitlines()[0]
-        raise ConfigError(exc.full_key or "<root>", exc.value, allowed, source) from None
+        raise ConfigError(exc.full_key or "<root>", exc.value, _allowed(exc), source) from None
     for key in _flat_keys(data):
         sources[key] = source
     return merged
+
+
+def _allowed(exc: OmegaConfBaseException) -> str:
+    """What the schema accepts, in words, from OmegaConf's validation message."""
+    msg = (exc.msg or str(exc)).splitlines()[0]
+    if match := re.search(r"expected one of \[(.*)\]", msg):
+        return f"one of {match.group(1)}"
+    if match := re.search(r"could not be converted to (\w+)", msg):
+        return f"a value of type {match.group(1)}"
+    return msg
 
 
 def _unknown_key(cfg: DictConfig, full_key: str) -> ConfigError:

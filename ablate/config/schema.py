@@ -19,9 +19,17 @@ class Arch(str, Enum):
 
 
 class Logger(str, Enum):
-    csv = "csv"
+    """Where metrics go besides the run directory's CSV log (always written)."""
+
     wandb = "wandb"
     none = "none"
+
+
+class WandbMode(str, Enum):
+    auto = "auto"  # online when an API key is configured, offline otherwise
+    online = "online"
+    offline = "offline"
+    disabled = "disabled"
 
 
 @dataclass
@@ -110,11 +118,15 @@ class TrainerConfig:
 
 @dataclass
 class WandbConfig:
+    """Weights & Biases run settings (used when ``logger: wandb``). A sweep fills group, name and tags."""
+
     project: str = "ablate"
     entity: Optional[str] = None
-    group: Optional[str] = None
+    group: Optional[str] = None  # the sweep's name
+    name: Optional[str] = None  # the run's name: the values that differ from the base
     job_type: str = "train"
-    tags: List[str] = field(default_factory=list)
+    tags: List[str] = field(default_factory=list)  # the factors changed
+    mode: WandbMode = WandbMode.auto
 
 
 @dataclass
@@ -125,7 +137,7 @@ class RunConfig:
     seed: int = 0
     output_dir: Optional[str] = None  # default runs/<name>/<time>-<hash>
     imports: List[str] = field(default_factory=list)  # modules that register components
-    logger: Logger = Logger.csv
+    logger: Logger = Logger.wandb  # every run logs to W&B; offline files when no API key is configured
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)

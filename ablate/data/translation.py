@@ -143,6 +143,8 @@ class ParallelText(pl.LightningDataModule):
     ``tgt_ids`` (B, T) = [BOS] + y, ``labels`` (B, T) = y + [EOS], padded with ``data.pad_id``.
     """
 
+    shards_itself = True  # its batch sampler splits batches across DDP ranks: no DistributedSampler
+
     def __init__(
         self, data: DictConfig, seed: int, *, splits: dict[str, str | None], hub_config: str | None, model_type: str
     ):

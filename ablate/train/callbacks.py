@@ -13,6 +13,8 @@ import torch
 class TokenThroughput(pl.Callback):
     """Logs ``train/tokens_per_s`` (real target tokens, validation time excluded) every ``every`` steps.
 
+    Under DDP, the count is this process's tokens times the world size (ranks get equal shares).
+
     Token counts stay on the device between logs, so the step loop never waits
     for the GPU except when it logs.
     """
@@ -28,7 +30,7 @@ class TokenThroughput(pl.Callback):
         self._t0 = time.perf_counter()
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
-        self._window = self._window + (batch["labels"] != self.pad_id).sum()
+        self._window = self._window + (batch["labels"] != self.pad_id).sum() * trainer.world_size
         if trainer.global_step % self.every == 0:
             self._flush(pl_module, log=True)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 import traceback
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,13 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger, Logger
+from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
 from ablate import registry
 from ablate.config.schema import Logger as LoggerKind
 from ablate.train.callbacks import FiniteLoss, TokenThroughput
+from ablate.train.checkpoint_io import AtomicCheckpointIO
+from ablate.train.lock import run_lock
 from ablate.train.rundir import config_hash, default_output_dir, read_result, write_atomic, write_json
 from ablate.train.system import TransformerSystem
 
@@ -47,8 +51,12 @@ def make_loggers(cfg: DictConfig, run_dir: Path) -> list[Logger]:
     return loggers
 
 
-def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback]) -> pl.Trainer:
-    """A Lightning Trainer with the config's ``trainer`` settings passed through."""
+def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *, shards_itself: bool = False) -> pl.Trainer:
+    """A Lightning Trainer with the config's ``trainer`` settings passed through.
+
+    ``shards_itself``: the data module splits batches across DDP ranks itself, so Lightning must
+    not wrap its sampler in a DistributedSampler.
+    """
     t, tr = cfg.train, cfg.trainer
     checkpoints = [
         ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="best", monitor="val/loss", mode="min", save_last=True),
@@ -73,6 +81,8 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback]) -
         default_root_dir=str(run_dir),
         logger=make_loggers(cfg, run_dir),
         callbacks=checkpoints + callbacks,
+        plugins=[AtomicCheckpointIO()],
+        use_distributed_sampler=not shards_itself,
     )
     kwargs.update(OmegaConf.to_container(tr.extra, resolve=True))
     return pl.Trainer(**kwargs)
@@ -85,8 +95,9 @@ def _metrics(trainer: pl.Trainer) -> dict[str, float]:
 def train(cfg: DictConfig) -> Path:
     """Train one run and write its run directory.
 
-    If ``output_dir`` already holds an unfinished run of the same config, it
-    resumes from ``checkpoints/last.ckpt``.
+    If ``output_dir`` holds a checkpoint, training resumes from ``checkpoints/last.ckpt``;
+    if it holds a finished run of the very same config, nothing is trained again. While
+    it trains, the run directory is locked against other processes (:mod:`ablate.train.lock`).
 
     Args:
         cfg: a validated run config (:func:`ablate.load_config`).
@@ -107,14 +118,29 @@ def train(cfg: DictConfig) -> Path:
     )
     run_dir = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg))
+    # Under DDP the launcher (rank 0) owns the run directory; the processes it starts only train.
+    lead = rank_zero_only.rank == 0
+    with run_lock(run_dir) if lead else nullcontext():
+        previous = read_result(run_dir) or {}
+        if previous.get("status") == "finished" and previous.get("config_hash") == config_hash(cfg):
+            return run_dir  # another process finished this very run while we waited to start it
+        _fit(cfg, system, data, run_dir, start, lead)
+    return run_dir
+
+
+def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModule, run_dir: Path, start: float,
+         lead: bool) -> None:
+    write = write_json if lead else (lambda path, data: None)
+    if lead:
+        write_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg))
     last = run_dir / "checkpoints" / "last.ckpt"
     resume = last if last.is_file() else None
     result: dict[str, Any] = {"status": "running", "config_hash": config_hash(cfg), "run_dir": str(run_dir)}
-    write_json(run_dir / "result.json", {**(read_result(run_dir) or {}), **result})
+    write(run_dir / "result.json", {**(read_result(run_dir) or {}), **result})
 
     throughput = TokenThroughput(pad_id=cfg.data.pad_id, every=cfg.train.log_every)
-    trainer = make_trainer(cfg, run_dir, [throughput, FiniteLoss(every=cfg.train.log_every)])
+    trainer = make_trainer(cfg, run_dir, [throughput, FiniteLoss(every=cfg.train.log_every)],
+                           shards_itself=getattr(data, "shards_itself", False))
     for logger in trainer.loggers:
         logger.log_hyperparams({"params/" + k: v for k, v in system.n_params.items()})
     result.update(parameters=system.n_params["total"], parameters_by_part=system.n_params, resumed_from=str(resume) if resume else None)
@@ -139,7 +165,6 @@ def train(cfg: DictConfig) -> Path:
             train_tokens=throughput.total_tokens,
             wall_time_s=time.time() - start,
         )
-        write_json(run_dir / "result.json", result)
+        write(run_dir / "result.json", result)
         for logger in trainer.loggers:
             logger.finalize(result["status"])
-    return run_dir

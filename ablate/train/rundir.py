@@ -24,9 +24,11 @@ from omegaconf import DictConfig, OmegaConf
 
 
 def config_hash(cfg: DictConfig) -> str:
-    """A stable hash of the resolved config (output_dir excluded): the run's identity."""
+    """A stable hash of the resolved config: the run's identity. Where it is written (output_dir) and
+    how it is logged (wandb: group, name, tags) are not part of it."""
     data = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     data.pop("output_dir", None)
+    data.pop("wandb", None)
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 import ablate
 from ablate.train.rundir import read_metrics
@@ -42,10 +42,12 @@ def test_train_cli_on_the_embedded_task_writes_a_complete_run_dir(in_tmp):
     rows = read_metrics(run_dir)
     assert [r["step"] for r in rows if "val/loss" in r] == [5, 11]
     assert any("train/tokens_per_s" in r for r in rows) and any("lr-Adam" in r for r in rows)
+    # W&B is on by default and, with no API key here, offline: its files are in the run directory.
+    assert list(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
 
 
 def test_training_lowers_the_validation_loss(in_tmp):
-    cfg = ablate.load_config(REPO / "configs/default.yaml", ["train.max_steps=60", "train.val_every=20",
+    cfg = ablate.load_config(REPO / "configs/default.yaml", ["train.max_steps=60", "train.val_every=20", "logger=none",
                                                             "trainer.enable_progress_bar=false", "output_dir=run"])
     rows = read_metrics(train(cfg))
     val = [r["val/loss"] for r in rows if "val/loss" in r]
@@ -93,3 +95,18 @@ def test_tinyshakespeare_slice_trains(in_tmp, shared_data):
     result = _result(train(cfg))
     assert result["status"] == "finished"
     assert result["final"]["val/loss"] < math.log(300)  # better than a uniform guess over the vocabulary
+
+
+@pytest.mark.slow
+def test_ddp_on_cpu_with_two_processes(in_tmp):
+    """Lightning's DDP for a run that needs several devices, here two CPU processes."""
+    (in_tmp / "configs").symlink_to(REPO / "configs")
+    out = subprocess.run(
+        [sys.executable, "-m", "ablate.cli", "train", *FAST, "trainer.accelerator=cpu", "trainer.devices=2",
+         "trainer.strategy=ddp", "logger=none", "output_dir=ddp"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines() == ["ddp"]  # printed once, by rank 0
+    assert "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2" in out.stderr
+    result = _result(Path("ddp"))
+    assert result["status"] == "finished" and result["step"] == 12

@@ -1,0 +1,37 @@
+"""One process at a time per run directory: an advisory lock (flock) held while a run trains.
+
+The kernel drops the lock when its holder exits, however it exits (SIGKILL included), so a
+crashed run never leaves a stale lock behind.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+EXIT_LOCKED = 3  # `ablate train` exit code when another process is training the same run
+
+
+class RunLocked(RuntimeError):
+    """Another process is training this run directory right now."""
+
+
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold ``<run_dir>/.lock`` for the duration of the block.
+
+    Raises:
+        RunLocked: another process holds it.
+    """
+    fd = os.open(Path(run_dir) / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunLocked(f"{run_dir} is being trained by another process") from None
+        yield
+    finally:
+        os.close(fd)
