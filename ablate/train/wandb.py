@@ -1,0 +1,266 @@
+"""Weights & Biases logging: the run logger for ``logger: wandb``, report tables, and ``ablate sync``.
+
+Without an API key ablate logs offline by itself (wandb would raise, or wait at a login prompt);
+everything W&B writes lands in ``<run_dir>/wandb/``, and :func:`sync` uploads it later. A run keeps
+its W&B run id in ``<run_dir>/wandb/ablate-run-id``, so resuming a run directory continues the same
+W&B run. wandb is imported only when used.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from pytorch_lightning.loggers import WandbLogger
+from pytorch_lightning.loggers.logger import rank_zero_experiment
+from pytorch_lightning.utilities import rank_zero_only
+
+from ablate.config.schema import WandbMode
+from ablate.errors import ConfigError
+from ablate.train.rundir import config_hash, read_result, write_atomic
+
+MODES = tuple(m.value for m in WandbMode)
+_ENV_MODES = {"online": "online", "run": "online", "offline": "offline", "dryrun": "offline", "disabled": "disabled",
+              "shared": "shared"}  # what wandb accepts in WANDB_MODE
+STEP_METRIC = "trainer/global_step"  # WandbLogger's x-axis for every metric
+SUMMARIES = {"val/loss": "min", "val/ppl": "min", "val/acc": "max", "val/bleu": "max", "test/bleu": "max"}
+RESULT_KEYS = ("status", "step", "parameters", "tokens_per_s", "train_tokens", "wall_time_s", "error")
+RUN_ID_FILE = Path("wandb") / "ablate-run-id"
+
+
+def resolve_mode(configured: str) -> str:
+    """The wandb mode to run in; never prompts, never touches the network.
+
+    Args:
+        configured: ``wandb.mode``: ``auto``, ``online``, ``offline`` or ``disabled``. ``auto``
+            follows ``WANDB_MODE`` when set, else is ``online`` when an API key is configured
+            (``WANDB_API_KEY``, or a netrc entry for the W&B host), else ``offline``.
+
+    Returns:
+        ``online``, ``offline``, ``disabled`` (or ``shared``, when WANDB_MODE asks for it).
+
+    Raises:
+        ConfigError: ``configured`` or ``WANDB_MODE`` is not a mode.
+    """
+    configured = getattr(configured, "value", configured)  # a WandbMode from a config, or a plain string
+    if configured not in MODES:
+        raise ConfigError("wandb.mode", configured, f"one of {', '.join(MODES)}")
+    if configured != "auto":
+        return configured
+    if env := os.environ.get("WANDB_MODE"):
+        if env.strip().lower() not in _ENV_MODES:
+            raise ConfigError("WANDB_MODE", env, f"one of {', '.join(_ENV_MODES)}", source="environment")
+        return _ENV_MODES[env.strip().lower()]
+    return "online" if has_api_key() else "offline"
+
+
+def has_api_key() -> bool:
+    """Whether wandb would find credentials without prompting: ``WANDB_API_KEY``,
+    ``WANDB_IDENTITY_TOKEN_FILE``, a key given to ``wandb.login()`` in this process, or a netrc
+    entry for the W&B host (``WANDB_BASE_URL`` or ``wandb login --host``). Reads files only."""
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+        return True
+    try:  # the lookup wandb.init() itself does (wandb 0.31); it reads settings and netrc files, no network
+        from wandb.errors import AuthenticationError
+        from wandb.sdk import wandb_setup
+        from wandb.sdk.lib import wbauth
+    except ImportError:  # a wandb without wbauth: only the environment counts; set wandb.mode=online
+        return False
+    host = wandb_setup.singleton().settings.base_url
+    try:
+        return bool(wbauth.session_credentials(host=host) or wbauth.read_netrc_auth(host=host))
+    except AuthenticationError:  # a malformed key is still a key: wandb.init() will say what is wrong
+        return True
+
+
+def flatten(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config as flat dotted keys, for the W&B runs table, group-by and parallel coordinates.
+
+    Args:
+        cfg: a run config.
+
+    Returns:
+        ``{"model.n_heads": 8, "train.schedule_args.warmup": 4000, "train.betas": [0.9, 0.98], ...}``:
+        lists stay lists, enums become their names; an empty mapping has no leaves and is left out.
+    """
+    flat: dict[str, Any] = {}
+
+    def walk(node: dict[str, Any], prefix: str) -> None:
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            else:
+                flat[f"{prefix}{key}"] = value
+
+    walk(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True), "")
+    return flat
+
+
+def run_id(cfg: DictConfig, run_dir: Path) -> str:
+    """The W&B run id of a run directory, kept in ``<run_dir>/wandb/ablate-run-id``.
+
+    ``WANDB_RUN_ID`` (set by ``wandb agent``) wins. A new id is the config hash plus 8 random
+    hex digits: a hash of the path alone would collide in the W&B project whenever two machines
+    train into the same path (CI, ``output_dir=run``).
+    """
+    path = Path(run_dir) / RUN_ID_FILE
+    if env := os.environ.get("WANDB_RUN_ID"):
+        return env
+    if path.is_file() and (stored := path.read_text().strip()):
+        return stored
+    new = f"{config_hash(cfg)[:8]}{secrets.token_hex(4)}"
+    write_atomic(path, new + "\n")
+    return new
+
+
+def _settings() -> Any:
+    """Quiet (wandb still notes an offline run's folder on stderr), no console capture, no prompts."""
+    import wandb
+
+    return wandb.Settings(quiet=True, console="off")
+
+
+class _RunLogger(WandbLogger):
+    """A WandbLogger that defines ablate's summaries when its run starts, and that finishes the run,
+    with the outcome from ``result.json``, when :func:`ablate.train.run.train` finalizes it."""
+
+    def __init__(self, *, run_dir: Path, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._wandb_init.pop("anonymous", None)  # wandb 0.31 warns that this setting has no effect
+        self._run_dir = Path(run_dir)
+
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> Any:
+        fresh = self._experiment is None
+        run = super().experiment  # created lazily, on first use
+        if fresh:
+            for name, summary in SUMMARIES.items():  # keep WandbLogger's x-axis: an explicit definition replaces its "*"
+                run.define_metric(name, summary=summary, step_metric=STEP_METRIC, step_sync=True)
+        return run
+
+    @rank_zero_only
+    def log_hyperparams(self, params: Any) -> None:
+        params = dict(params) if isinstance(params, dict) else dict(vars(params))
+        params.pop("config", None)  # TransformerSystem's copy of the run config, already logged flat at init
+        if params:
+            super().log_hyperparams(params)
+
+    @rank_zero_only
+    def finalize(self, status: str) -> None:
+        super().finalize(status)
+        result = read_result(self._run_dir) or {}
+        # Lightning finalizes too (end of fit, or on an exception) while result.json still says "running";
+        # train() finalizes after writing result.json, with the same status.
+        if self._experiment is None or result.get("status") != status:
+            return
+        record_result(self, result)
+        self._experiment.finish(exit_code=0 if status == "finished" else 1)
+        self._experiment = None  # a later use starts (resumes) the same run id again
+
+
+def make_wandb_logger(cfg: DictConfig, run_dir: Path) -> WandbLogger:
+    """The W&B logger of one run: its files go to ``<run_dir>/wandb/``.
+
+    Args:
+        cfg: a run config; ``cfg.wandb`` names the project, entity, group (default: ``cfg.name``),
+            run name (default: ``cfg.name``), job type, tags and mode (:func:`resolve_mode`).
+        run_dir: the run directory; its stored W&B run id (:func:`run_id`) makes a resumed run
+            continue the same W&B run.
+
+    Returns:
+        A WandbLogger whose run starts lazily, with the flattened config (:func:`flatten`) and
+        summaries ``min`` of val/loss, val/ppl and ``max`` of val/acc, val/bleu, test/bleu.
+
+    Raises:
+        ConfigError: ``wandb.mode`` is not a mode.
+    """
+    # Absolute: wandb's service process resolves relative paths against its own working directory,
+    # which is wherever the first run of this Python process started.
+    w, run_dir = cfg.wandb, Path(run_dir).resolve()
+    mode = resolve_mode(w.mode)
+    return _RunLogger(
+        run_dir=run_dir, save_dir=str(run_dir), project=w.project, entity=w.entity, group=w.group or cfg.name,
+        name=w.name or cfg.name, job_type=w.job_type, tags=list(w.tags), mode=mode, config=flatten(cfg),
+        id=run_id(cfg, run_dir) if mode != "disabled" else None, resume="allow", settings=_settings(),
+    )
+
+
+@rank_zero_only
+def record_result(logger: WandbLogger, result: dict[str, Any]) -> None:
+    """Put a run's outcome into its W&B summary.
+
+    Args:
+        logger: the run's W&B logger.
+        result: ``result.json``'s contents: ``status``, ``step``, ``parameters``, ``tokens_per_s``,
+            ``wall_time_s``... as they are; metrics as ``best/val/loss``, ``final/val/loss``...
+    """
+    summary = {k: result[k] for k in RESULT_KEYS if result.get(k) is not None}
+    for part in ("best", "final"):
+        summary.update({f"{part}/{k}": v for k, v in (result.get(part) or {}).items()})
+    logger.experiment.summary.update(summary)
+
+
+def log_table(*, project: str, entity: str | None, group: str, name: str, columns: list[str],
+              rows: list[list[Any]], save_dir: Path, mode: str = "auto") -> None:
+    """Log a table as a short W&B run of job type ``report`` (key ``report/table``) in a sweep's group.
+
+    Args:
+        project, entity, group, name: where the run goes and what it is called.
+        columns: the table's header.
+        rows: one list of values per row.
+        save_dir: the folder that receives ``wandb/``.
+        mode: as ``wandb.mode`` (:func:`resolve_mode`).
+
+    Raises:
+        ConfigError: ``mode`` is not a mode.
+    """
+    import wandb
+
+    mode = resolve_mode(mode)
+    Path(save_dir).mkdir(parents=True, exist_ok=True)
+    run = wandb.init(project=project, entity=entity, group=group, name=name, job_type="report",
+                     dir=str(save_dir), mode=mode, settings=_settings(), reinit="create_new")
+    try:
+        run.log({"report/table": wandb.Table(columns=list(columns), data=[list(r) for r in rows])})
+    except BaseException:
+        run.finish(exit_code=1)
+        raise
+    run.finish()
+
+
+def offline_runs(paths: list[Path]) -> list[Path]:
+    """The ``offline-run-*`` folders under ``paths`` (searched recursively) with a ``.wandb`` file not
+    yet uploaded (no ``.wandb.synced`` marker beside it), oldest first."""
+    found: set[Path] = set()
+    for path in map(Path, paths):
+        found.update(run for run in [path, *path.rglob("offline-run-*")]
+                     if run.name.startswith("offline-run-") and run.is_dir())
+    pending = [run for run in found if any(not Path(f"{f}.synced").exists() for f in run.glob("*.wandb"))]
+    return sorted(pending, key=lambda run: (run.name, str(run)))  # the name starts with the start time
+
+
+def sync(paths: list[Path]) -> int:
+    """Upload the offline W&B runs under ``paths`` with ``wandb sync`` (segments of a resumed run in order).
+
+    Args:
+        paths: run directories, sweep directories, or any folders holding them.
+
+    Returns:
+        ``wandb sync``'s exit code; 1, without calling wandb, when there is nothing to sync or no
+        API key is configured.
+    """
+    runs = offline_runs(paths)
+    if not runs:
+        print(f"nothing to sync: no offline W&B runs left to upload under {', '.join(map(str, paths))}")
+        return 1
+    if not has_api_key():
+        print(f"cannot sync {len(runs)} offline W&B run(s): no API key; set WANDB_API_KEY or run `wandb login`")
+        return 1
+    cmd = [sys.executable, "-m", "wandb", "sync", *map(str, runs)]
+    return subprocess.run(cmd, stdin=subprocess.DEVNULL, check=False).returncode

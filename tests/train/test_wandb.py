@@ -1,0 +1,211 @@
+"""W&B logging, checked against the offline ``.wandb`` files wandb itself writes (no server, no mocks of wandb)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import wandb
+from omegaconf import OmegaConf
+
+import ablate
+from ablate.errors import ConfigError
+from ablate.train import wandb as wb
+from ablate.train.run import train
+from tests.conftest import TINY
+from tests.train.wandb_records import RunLog
+
+FAST = ["train.max_steps=6", "train.val_every=3", "train.log_every=2", "trainer.enable_progress_bar=false"]
+WANDB = ["logger=wandb", "wandb.group=mysweep", "wandb.name=h4", "wandb.tags=[a,b]", "output_dir=run"]
+KEY = "k" * 40  # the shape of a W&B API key; nothing ever sends it
+AUTH_ENV = ("WANDB_MODE", "WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE", "WANDB_BASE_URL", "WANDB_RUN_ID", "NETRC")
+
+
+def _no_credentials(mp: pytest.MonkeyPatch, home: Path) -> None:
+    for name in AUTH_ENV:
+        mp.delenv(name, raising=False)
+    mp.setenv("HOME", str(home))  # no real ~/.netrc; wandb's own logs (~/.cache/wandb) land here too
+
+
+@pytest.fixture
+def no_credentials(monkeypatch, tmp_path_factory) -> None:
+    _no_credentials(monkeypatch, tmp_path_factory.mktemp("home"))
+
+
+@pytest.fixture(scope="module")
+def resumed_run(tmp_path_factory) -> Path:
+    """A tiny run trained for 6 steps with ``logger=wandb`` and no API key, then resumed to 9 steps;
+    the working folder it ran in."""
+    work = tmp_path_factory.mktemp("work")
+    with pytest.MonkeyPatch.context() as mp:
+        _no_credentials(mp, tmp_path_factory.mktemp("home"))
+        mp.chdir(work)
+        train(ablate.load_config(None, TINY + FAST + WANDB))
+        train(ablate.load_config(None, TINY + FAST + WANDB + ["train.max_steps=9"]))
+        wandb.teardown()  # wandb-core writes a finished run's .wandb file in the background; wait for it
+    return work
+
+
+def _segments(work: Path) -> list[RunLog]:
+    """The run's offline W&B runs, oldest first: one per training attempt."""
+    return [RunLog(next(d.glob("run-*.wandb"))) for d in sorted((work / "run" / "wandb").glob("offline-run-*"))]
+
+
+def test_a_run_without_an_api_key_logs_offline_into_its_run_dir_only(resumed_run):
+    assert sorted(os.listdir(resumed_run)) == ["run"]  # no ./wandb, nothing else in the working folder
+    assert len(_segments(resumed_run)) == 2
+
+
+def test_the_wandb_run_carries_group_name_tags_and_the_flat_config(resumed_run):
+    log = _segments(resumed_run)[0]
+    assert (log.run.run_group, log.run.display_name, list(log.run.tags), log.run.job_type) == ("mysweep", "h4", ["a", "b"], "train")
+    assert log.run.project == "ablate"
+    assert log.config["model.n_heads"] == 4 and log.config["model.d_model"] == 32
+    assert log.config["train.schedule_args.warmup"] == 4000 and log.config["train.betas"] == [0.9, 0.98]
+    assert log.config["logger"] == "wandb" and log.config["model.arch"] == "encoder_decoder"
+    assert log.config["params/total"] == json.loads((resumed_run / "run" / "result.json").read_text())["parameters"]
+    assert "config" not in log.config  # Lightning's nested copy of the same config is left out
+
+
+def test_history_has_validation_metrics_at_the_validation_steps(resumed_run):
+    log = _segments(resumed_run)[0]
+    val = [row for row in log.history if "val/loss" in row]
+    assert [row["trainer/global_step"] for row in val] == [2, 5]  # the CSV logger's steps
+    assert any("train/loss" in row for row in log.history)
+
+
+def test_summaries_are_defined_and_the_outcome_is_in_the_summary(resumed_run):
+    log = _segments(resumed_run)[0]
+    loss = log.metrics["val/loss"]
+    assert loss.summary.min and not loss.summary.max and loss.step_metric == "trainer/global_step"
+    assert log.metrics["val/acc"].summary.max and log.metrics["test/bleu"].summary.max
+    val_losses = [row["val/loss"] for row in log.history if "val/loss" in row]
+    assert log.summary["val/loss"] == {"min": min(val_losses)}
+    assert log.summary["best/val/loss"] == pytest.approx(min(val_losses))
+    assert log.summary["status"] == "finished" and log.summary["step"] == 6
+    assert log.summary["parameters"] > 0 and log.summary["tokens_per_s"] > 0 and log.summary["wall_time_s"] > 0
+    assert "exit" in log.kinds()  # the run was finished, not left to exit hooks
+
+
+def test_a_resumed_run_dir_continues_the_same_wandb_run(resumed_run):
+    first, second = _segments(resumed_run)
+    stored = (resumed_run / "run" / "wandb" / "ablate-run-id").read_text().strip()
+    assert first.run.run_id == second.run.run_id == stored
+    assert second.config["train.max_steps"] == 9
+    assert max(row["trainer/global_step"] for row in second.history) == 8
+    assert second.summary["step"] == 9
+
+
+def test_auto_mode_is_offline_without_a_key(no_credentials):
+    assert wb.resolve_mode("auto") == "offline"
+    assert not wb.has_api_key()
+
+
+def test_auto_mode_is_online_with_an_api_key(no_credentials, monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", KEY)
+    assert wb.resolve_mode("auto") == "online"
+
+
+def test_auto_mode_is_online_with_a_netrc_entry_for_the_wandb_host(no_credentials):
+    netrc = Path.home() / ".netrc"
+    netrc.write_text(f"machine api.wandb.ai\n  login user\n  password {KEY}\n")
+    netrc.chmod(0o600)
+    assert wb.resolve_mode("auto") == "online"
+
+
+@pytest.mark.parametrize("env, mode", [("disabled", "disabled"), ("offline", "offline"), ("dryrun", "offline"), ("online", "online")])
+def test_auto_mode_follows_wandb_mode(no_credentials, monkeypatch, env, mode):
+    monkeypatch.setenv("WANDB_API_KEY", KEY)
+    monkeypatch.setenv("WANDB_MODE", env)
+    assert wb.resolve_mode("auto") == mode
+
+
+def test_an_explicit_mode_wins(no_credentials, monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", KEY)
+    monkeypatch.setenv("WANDB_MODE", "online")
+    assert wb.resolve_mode("offline") == "offline" and wb.resolve_mode("disabled") == "disabled"
+
+
+def test_bad_modes_are_config_errors(no_credentials, monkeypatch):
+    with pytest.raises(ConfigError, match=r"wandb.mode='sometimes'.*auto, online, offline, disabled") as err:
+        wb.resolve_mode("sometimes")
+    assert err.value.key == "wandb.mode"
+    monkeypatch.setenv("WANDB_MODE", "loud")
+    with pytest.raises(ConfigError, match="environment: WANDB_MODE='loud'"):
+        wb.resolve_mode("auto")
+
+
+def test_flatten_gives_every_leaf_under_its_dotted_key():
+    cfg = ablate.load_config(None, TINY + ["model.ffn_args={bias: false}"])
+    flat = wb.flatten(cfg)
+    assert flat["model.n_heads"] == 4 and flat["train.schedule_args.warmup"] == 4000
+    assert flat["train.betas"] == [0.9, 0.98] and flat["model.ffn_args.bias"] is False
+    assert flat["logger"] == "none" and flat["model.arch"] == "encoder_decoder"  # enums as their names
+    assert "model.positional_args" not in flat  # an empty mapping has no leaves
+    rebuilt: dict = {}
+    for key, value in flat.items():  # nesting the keys again gives the config back
+        *parents, leaf = key.split(".")
+        node = rebuilt
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    full = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    assert OmegaConf.merge(full, rebuilt) == OmegaConf.create(full) and not any(isinstance(v, dict) for v in flat.values())
+
+
+def test_log_table_writes_a_report_run_with_the_table(no_credentials, in_tmp):
+    wb.log_table(project="ablate", entity=None, group="mysweep", name="table 3", columns=["variant", "val/ppl"],
+                 rows=[["base", 4.92], ["h=1", 5.29]], save_dir=in_tmp / "report")
+    wandb.teardown()
+    assert sorted(os.listdir(in_tmp)) == ["report"]
+    run_dir = next((in_tmp / "report" / "wandb").glob("offline-run-*"))
+    log = RunLog(next(run_dir.glob("run-*.wandb")))
+    assert (log.run.job_type, log.run.run_group, log.run.display_name) == ("report", "mysweep", "table 3")
+    (row,) = [r for r in log.history if "report/table" in r]
+    table = json.loads((run_dir / "files" / row["report/table"]["path"]).read_text())
+    assert table["columns"] == ["variant", "val/ppl"] and table["data"] == [["base", 4.92], ["h=1", 5.29]]
+
+
+def _offline_run(root: Path, stamp: str, synced: bool = False) -> Path:
+    run = root / "wandb" / f"offline-run-{stamp}-abc"
+    run.mkdir(parents=True)
+    (run / "run-abc.wandb").write_bytes(b"")
+    if synced:
+        (run / "run-abc.wandb.synced").write_bytes(b"")
+    return run
+
+
+@pytest.fixture
+def no_subprocess(monkeypatch) -> list[list[str]]:
+    """The ``wandb sync`` commands sync() runs; none is run (there is no W&B server here)."""
+    calls: list[list[str]] = []
+    real = subprocess.run
+
+    def run(cmd, **kwargs):
+        if list(cmd[1:4]) != ["-m", "wandb", "sync"]:
+            return real(cmd, **kwargs)  # wandb's own calls, e.g. git while loading its settings
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    return calls
+
+
+def test_sync_uploads_pending_offline_runs_oldest_first(no_credentials, monkeypatch, tmp_path, no_subprocess):
+    monkeypatch.setenv("WANDB_API_KEY", KEY)
+    later, earlier = _offline_run(tmp_path / "b", "20260102_000000"), _offline_run(tmp_path / "a", "20260101_000000")
+    _offline_run(tmp_path / "c", "20260103_000000", synced=True)
+    assert wb.sync([tmp_path]) == 0
+    (cmd,) = no_subprocess
+    assert cmd[1:4] == ["-m", "wandb", "sync"] and cmd[4:] == [str(earlier), str(later)]
+
+
+def test_sync_without_a_key_or_without_runs_says_so_and_fails(no_credentials, tmp_path, no_subprocess, capsys):
+    assert wb.sync([tmp_path]) == 1
+    assert "nothing to sync" in capsys.readouterr().out
+    _offline_run(tmp_path, "20260101_000000")
+    assert wb.sync([tmp_path]) == 1
+    assert "no API key" in capsys.readouterr().out and no_subprocess == []
