@@ -1,0 +1,128 @@
+"""Sweep files: the W&B schema plus base, rows and seeds; expansion order; clear errors."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ablate.errors import ConfigError
+from ablate.sweep import load_sweep, plan_sweep, run_config
+from tests.conftest import REPO
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_grid_expands_rows_then_parameters_with_seeds_innermost(tmp_path):
+    sweep = load_sweep(_write(tmp_path, """
+        method: grid
+        rows:
+          - {name: base}
+          - {name: "h=1", model.n_heads: 1, model.d_k: 512, model.d_v: 512}
+        parameters:
+          model.dropout: {values: [0.0, 0.1]}
+          train.label_smoothing: {value: 0.0}
+          seed: {values: [0, 1]}
+    """))
+    points = sweep.points()
+    assert len(points) == 2 * 2 * 2
+    assert [(p.variant, p.seed) for p in points[:4]] == [
+        ("base, dropout=0.0", 0), ("base, dropout=0.0", 1), ("base, dropout=0.1", 0), ("base, dropout=0.1", 1)]
+    assert points[4].values == {"model.n_heads": 1, "model.d_k": 512, "model.d_v": 512, "model.dropout": 0.0,
+                                "train.label_smoothing": 0.0}
+    assert points[4].variant == "h=1, dropout=0.0"  # fixed values do not name variants
+
+
+def test_nested_wandb_parameters_flatten_to_dotted_keys(tmp_path):
+    sweep = load_sweep(_write(tmp_path, """
+        parameters:
+          model:
+            parameters:
+              n_heads: {values: [2, 4]}
+    """))
+    assert [p.values for p in sweep.points()] == [{"model.n_heads": 2}, {"model.n_heads": 4}]
+    assert sweep.name == "sweep"  # the file's stem when the file has no name
+
+
+def test_random_is_seeded_capped_and_replicated_over_seeds(tmp_path):
+    text = """
+        method: random
+        run_cap: 6
+        parameters:
+          model.dropout: {distribution: uniform, min: 0.0, max: 0.3}
+          model.d_ff: {distribution: int_uniform, min: 64, max: 256}
+          seed: {values: [0, 1]}
+    """
+    a, b = load_sweep(_write(tmp_path, text)).points(), load_sweep(_write(tmp_path, text)).points()
+    assert a == b and len(a) == 6
+    assert [p.seed for p in a] == [0, 1] * 3
+    assert a[0].values == a[1].values  # each sample is replicated over the seeds
+    assert all(0.0 <= p.values["model.dropout"] <= 0.3 and 64 <= p.values["model.d_ff"] <= 256 for p in a)
+
+
+@pytest.mark.parametrize(
+    "text,pattern",
+    [
+        ("metod: grid\n", r"metod='grid'.*a sweep key"),
+        ("method: bayes\n", r"method='bayes'.*--backend wandb"),
+        ("method: hyperband\n", r"method='hyperband'.*grid, random, bayes"),
+        ("parameters:\n  model.dropout: {distribution: uniform, min: 0, max: 1}\n", r"method grid takes no distributions"),
+        ("rows:\n  - {name: a}\n  - {name: a, model.n_heads: 2}\n", r"rows\[1\].name='a'"),
+        ("method: random\nparameters:\n  model.d_ff: {values: [1, 2]}\n", r"run_cap"),
+        ("parameters:\n  model.d_ff: {values: []}\n", r"non-empty list"),
+        ("metric: {name: val/loss, goal: lowest}\n", r"minimize or maximize"),
+    ],
+)
+def test_bad_sweep_files_get_one_clear_error(tmp_path, text, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        load_sweep(_write(tmp_path, text)).points()
+
+
+def test_every_run_config_is_validated_before_anything_runs(tmp_path):
+    sweep = load_sweep(_write(tmp_path, f"""
+        base: {REPO / 'configs' / 'default.yaml'}
+        parameters:
+          model.n_heads: {{values: [4, 5]}}
+    """))
+    with pytest.raises(ConfigError, match=r"sweep.yaml: model.n_heads=5 .*divisor"):
+        plan_sweep(sweep, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_plan_identity_is_stable_and_names_the_changed_factors(tmp_path):
+    sweep = load_sweep(_write(tmp_path, f"""
+        name: ids
+        base: {{config: {REPO / 'configs' / 'default.yaml'}, overrides: [train.max_steps=10]}}
+        rows:
+          - {{name: base}}
+          - {{name: pre, model.norm_position: pre}}
+        parameters:
+          seed: {{values: [0, 1]}}
+    """))
+    first, second = plan_sweep(sweep, tmp_path), plan_sweep(sweep, tmp_path)
+    assert [r.id for r in first] == [r.id for r in second] and len({r.id for r in first}) == 4
+    pre = first[2]
+    assert pre.variant == "pre" and pre.varied == {"model.norm_position": "pre"}
+    cfg = run_config(sweep, pre.overrides, None)
+    assert cfg.wandb.name == "pre, seed=0" and list(cfg.wandb.tags) == ["model.norm_position"]
+    assert cfg.wandb.group == "ids" and cfg.model.norm_position == "pre" and cfg.train.max_steps == 10
+    assert pre.parameters == first[0].parameters + 2 * (64 + 64)  # pre-norm: a final LayerNorm per stack
+
+
+EXPERIMENTS = sorted((REPO / "experiments").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.name for p in EXPERIMENTS])
+def test_every_experiment_file_passes_dry_run(path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    from ablate.sweep.launch import format_matrix
+
+    sweep = load_sweep(path)
+    runs = plan_sweep(sweep, Path("unused"))
+    assert runs and len({r.id for r in runs}) == len(runs)
+    assert format_matrix(sweep, runs).count("\n") == len(runs) + 1
