@@ -1,0 +1,155 @@
+"""Reading a sweep directory: the plan, and what each of its runs has written so far.
+
+    <sweep_dir>/plan.json                                  the runs, in order: id, variant, seed, varied keys
+    <sweep_dir>/runs/<run_id>/result.json                  absent until the run starts
+    <sweep_dir>/runs/<run_id>/logs/version_*/metrics.csv   every logged row (see ``read_metrics``)
+
+Nothing here aggregates; :mod:`ablate.report.table` turns these runs into a table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ablate.errors import ConfigError
+from ablate.train.rundir import read_metrics, read_result
+
+PENDING = "pending"  # planned, no result.json yet
+FINISHED = "finished"
+FAILED = "failed"
+GOALS = ("minimize", "maximize")
+PLAN_KEYS = ("name", "metric", "runs")
+RUN_KEYS = ("id", "variant")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The parts of ``plan.json`` a report needs."""
+
+    name: str
+    metric: str
+    goal: str
+    base_variant: str
+    varied_keys: tuple[str, ...]
+    runs: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One planned run and what it has written: its status, final and best metrics, its curve."""
+
+    id: str
+    variant: str
+    seed: int | None
+    varied: dict[str, Any]
+    status: str
+    run_dir: Path
+    step: int | None = None
+    parameters: int | None = None
+    final: dict[str, float] = field(default_factory=dict)
+    best: dict[str, float] = field(default_factory=dict)
+    tokens_per_s: float | None = None
+    wall_time_s: float | None = None
+    error: str | None = None
+    curve: tuple[tuple[int, float], ...] = ()
+
+    @property
+    def finished(self) -> bool:
+        return self.status == FINISHED
+
+    def value(self, key: str) -> float | None:
+        """The run's *final* value of ``key``, falling back to its best; None when neither is finite."""
+        for source in (self.final, self.best):
+            value = _finite(source.get(key))
+            if value is not None:
+                return value
+        return None
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def read_plan(sweep_dir: Path) -> Plan:
+    """Read and check ``<sweep_dir>/plan.json``.
+
+    Args:
+        sweep_dir: a sweep directory written by the sweep runner.
+
+    Returns:
+        The plan. ``base_variant`` defaults to the first run's variant when the plan names none.
+
+    Raises:
+        FileNotFoundError: there is no plan.json.
+        ConfigError: a required key is missing or the metric is malformed (the message names the key).
+    """
+    path = Path(sweep_dir) / "plan.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no plan.json; is {sweep_dir} a sweep directory?")
+    data = json.loads(path.read_text())
+    missing = [k for k in PLAN_KEYS if k not in data]
+    missing += [f"runs[{i}].{k}" for i, run in enumerate(data.get("runs", [])) for k in RUN_KEYS if k not in run]
+    if missing:
+        raise ConfigError(missing[0], None, "a value (the key is missing)", str(path))
+    metric = data["metric"]
+    if not isinstance(metric, dict) or "name" not in metric:
+        raise ConfigError("metric", metric, "a mapping {name: ..., goal: minimize|maximize}", str(path))
+    goal = metric.get("goal", "minimize")
+    if goal not in GOALS:
+        raise ConfigError("metric.goal", goal, f"one of {', '.join(GOALS)}", str(path))
+    runs = tuple(data["runs"])
+    base = data.get("base_variant") or (runs[0]["variant"] if runs else "")
+    return Plan(data["name"], metric["name"], goal, base, tuple(data.get("varied_keys", ())), runs)
+
+
+def read_curve(run_dir: Path, metric: str) -> tuple[tuple[int, float], ...]:
+    """The logged (step, value) points of ``metric``, in step order, finite values only."""
+    points = []
+    for row in read_metrics(run_dir):
+        value = _finite(row.get(metric))
+        if value is not None and "step" in row:
+            points.append((int(row["step"]), value))
+    return tuple(points)
+
+
+def read_run(sweep_dir: Path, entry: dict[str, Any], metric: str) -> RunRow:
+    """One plan entry joined with its ``result.json`` and its ``metric`` curve.
+
+    Args:
+        sweep_dir: the sweep directory; a relative ``run_dir`` in the plan is relative to it.
+        entry: one element of ``plan["runs"]``.
+        metric: the headline metric, whose curve is read from metrics.csv.
+
+    Returns:
+        The run; status ``pending`` (and no numbers) when it has no result.json yet.
+    """
+    run_dir = Path(sweep_dir) / entry.get("run_dir", Path("runs") / entry["id"])
+    common = dict(id=str(entry["id"]), variant=str(entry["variant"]), seed=entry.get("seed"),
+                  varied=dict(entry.get("varied", {})), run_dir=run_dir)
+    result = read_result(run_dir)
+    if result is None:
+        return RunRow(status=PENDING, parameters=entry.get("parameters"), **common)
+    return RunRow(
+        status=str(result.get("status", PENDING)),
+        step=result.get("step"),
+        parameters=result.get("parameters", entry.get("parameters")),
+        final=dict(result.get("final") or {}),
+        best=dict(result.get("best") or {}),
+        tokens_per_s=_finite(result.get("tokens_per_s")),
+        wall_time_s=_finite(result.get("wall_time_s")),
+        error=result.get("error"),
+        curve=read_curve(run_dir, metric),
+        **common,
+    )
+
+
+def read_runs(sweep_dir: Path, plan: Plan) -> list[RunRow]:
+    """Every planned run, in plan order."""
+    return [read_run(sweep_dir, entry, plan.metric) for entry in plan.runs]

@@ -1,0 +1,121 @@
+"""``report.html``: one self-contained page (inline CSS and SVG; no script, no link, no font to fetch).
+
+It holds a title (sweep, metric, goal, date), a note on missing and failed runs, the variant
+table, the two plots of :mod:`ablate.report.plots`, every failure's message and the run list.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from ablate.report import plots
+from ablate.report.table import Report
+from ablate.report.text import (
+    display_cells,
+    display_headers,
+    format_value,
+    legend,
+    run_columns,
+    run_records,
+    status_note,
+    text_columns,
+)
+
+CSS = """
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222;
+       max-width: 1280px; margin: 2em auto; padding: 0 1em; }
+h1 { margin-bottom: 0.1em; } .meta { color: #555; margin-top: 0; }
+.note { background: #fff8e1; border-left: 4px solid #f0b400; padding: 0.5em 0.8em; }
+.note.ok { background: #eef7ee; border-color: #3a9a3a; }
+table { border-collapse: collapse; margin: 0.8em 0; font-variant-numeric: tabular-nums; }
+th, td { padding: 0.3em 0.55em; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }
+th { background: #f4f4f4; } td.text, th.text { text-align: left; }
+td:last-child { white-space: normal; min-width: 12em; max-width: 24em; color: #a00; font-size: 0.9em; }
+tr.base td { font-weight: 600; background: #f3f6fb; }
+tr.pending td, tr.failed td { color: #888; font-style: italic; }
+.plots { display: flex; flex-wrap: wrap; gap: 1.5em; } figure { margin: 0; }
+figure svg { max-width: 100%; height: auto; } figcaption { color: #555; font-size: 0.9em; }
+.scroll { overflow-x: auto; } .legend { color: #555; font-size: 0.9em; } details { margin-top: 1.5em; }
+"""
+
+
+def _table(table_id: str, headers: list[str], rows: list[tuple[str, list[str]]], text_cols: set[int]) -> str:
+    """An HTML table; ``rows`` are (row class, cells); columns in ``text_cols`` are left-aligned."""
+
+    def cls(i: int, extra: str = "") -> str:
+        names = " ".join(n for n in ("text" if i in text_cols else "", extra) if n)
+        return f' class="{names}"' if names else ""
+
+    head = "".join(f"<th{cls(i)}>{escape(h)}</th>" for i, h in enumerate(headers))
+    body = "\n".join(
+        f'<tr class="{row_cls}">' + "".join(f"<td{cls(i)}>{escape(c)}</td>" for i, c in enumerate(cells)) + "</tr>"
+        for row_cls, cells in rows)
+    return f'<table id="{table_id}">\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>'
+
+
+def variant_table(report: Report) -> str:
+    """The comparison table, one row per variant; the base row and pending rows are styled."""
+    headers = display_headers(report)
+    rows = [(" ".join(filter(None, ("base" if row.is_base else "", row.status))), display_cells(report, row))
+            for row in report.variants]
+    return _table("variants", headers, rows, text_cols=text_columns(report))
+
+
+def run_table(report: Report) -> str:
+    """Every planned run, in plan order, with its status and raw numbers."""
+    headers = run_columns(report)
+    status = headers.index("status")
+    rows = [(record[status], [format_value(float(f"{v:.6g}") if isinstance(v, float) else v) for v in record])
+            for record in run_records(report)]
+    return _table("runs", headers, rows, text_cols={0, 1, len(headers) - 2, len(headers) - 1})
+
+
+def failures(report: Report) -> str:
+    """A list of the failed runs with their full error message, or nothing."""
+    items = [f"<li><code>{escape(run.id)}</code> ({escape(run.variant)}, seed {escape(format_value(run.seed))}): "
+             f"<span class=\"error\">{escape(run.error or '(no message)')}</span></li>"
+             for run in report.runs if run.status == "failed"]
+    return f"<h2>Failures</h2>\n<ul>{''.join(items)}</ul>" if items else ""
+
+
+def header(report: Report) -> str:
+    """Title, metric and goal, date, and the note on missing and failed runs."""
+    counts = report.status_counts()
+    complete = counts.get("finished", 0) == len(report.runs)
+    note = status_note(report) + ("" if complete else " Variants without a finished run show their status "
+                                  "instead of numbers; the others average the seeds that finished.")
+    better = "lower" if report.goal == "minimize" else "higher"
+    return (f"<h1>{escape(report.name)}</h1>\n"
+            f'<p class="meta">Headline metric <code>{escape(report.metric)}</code>, goal: {escape(report.goal)} '
+            f"({better} is better) · base variant <code>{escape(report.base_variant)}</code> · {escape(report.date)}"
+            f" · <code>{escape(str(report.sweep_dir))}</code></p>\n"
+            f'<p class="note{" ok" if complete else ""}">{escape(note)}</p>')
+
+
+def figure(fig_id: str, svg: str, caption: str) -> str:
+    return f'<figure id="{fig_id}">\n{svg}\n<figcaption>{escape(caption)}</figcaption>\n</figure>'
+
+
+def render_html(report: Report) -> str:
+    """The whole page as a string; it needs nothing but itself to display.
+
+    Args:
+        report: from :func:`ablate.report.build_report`.
+
+    Returns:
+        An HTML5 document with the table and the plots as inline SVG.
+    """
+    title = f"{report.name}: {report.metric} ({report.goal})"
+    curves = figure("curves", plots.curves_svg(report),
+                    f"(a) Validation {report.metric} of every variant, mean over seeds with a min–max band.")
+    finals = figure("finals", plots.finals_svg(report),
+                    f"(b) Final {report.metric} per variant, error bars: std over seeds; base highlighted.")
+    runs = (f"<details><summary>All runs ({len(report.runs)})</summary>\n"
+            f'<div class="scroll">{run_table(report)}</div>\n</details>')
+    body = [header(report), "<h2>Variants</h2>", f'<div class="scroll">{variant_table(report)}</div>',
+            f'<p class="legend">{escape(legend(report))}</p>',
+            f'<section class="plots">\n{curves}\n{finals}\n</section>', failures(report), runs]
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
+            + "\n".join(filter(None, body)) + "\n</body>\n</html>\n")

@@ -1,0 +1,218 @@
+"""The comparison table of a sweep, one row per variant, like Table 3 of the paper.
+
+Every number of a variant is a mean over the seeds that *finished*, with the sample standard
+deviation (n - 1 in the denominator; none for a single run) and the count n. A run's value of a
+metric is its final value, falling back to its best. A variant with no finished run has no numbers
+at all (it is ``pending``, or ``failed`` when every run failed), never zeros.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ablate.report.collect import FAILED, FINISHED, RunRow, read_plan, read_runs
+
+TABLE_METRICS = ("val/loss", "val/ppl")
+BLEU = "val/bleu"
+
+
+@dataclass(frozen=True)
+class Stat:
+    """Mean ± sample standard deviation over n runs; ``std`` is None when n == 1."""
+
+    mean: float
+    std: float | None
+    n: int
+
+    @classmethod
+    def of(cls, values: Iterable[float | None]) -> Stat | None:
+        """The statistic of the values that are not None; None when there are none."""
+        xs = [x for x in values if x is not None]
+        if not xs:
+            return None
+        return cls(statistics.fmean(xs), statistics.stdev(xs) if len(xs) > 1 else None, len(xs))
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A metric against step over seeds: mean, min and max at each step some run logged."""
+
+    steps: tuple[int, ...]
+    mean: tuple[float, ...]
+    lo: tuple[float, ...]
+    hi: tuple[float, ...]
+
+    @classmethod
+    def of(cls, runs: Iterable[RunRow]) -> Curve | None:
+        """Pool the runs' curves step by step; None when no run logged a point."""
+        by_step: dict[int, list[float]] = {}
+        for run in runs:
+            for step, value in run.curve:
+                by_step.setdefault(step, []).append(value)
+        if not by_step:
+            return None
+        steps = sorted(by_step)
+        return cls(tuple(steps), tuple(statistics.fmean(by_step[s]) for s in steps),
+                   tuple(min(by_step[s]) for s in steps), tuple(max(by_step[s]) for s in steps))
+
+
+@dataclass(frozen=True)
+class VariantRow:
+    """One variant (one row of the table): its varied values and its statistics over seeds.
+
+    ``metrics`` maps each metric column (and the headline metric) to its Stat, None when no run
+    finished. ``delta`` is the headline mean minus the base variant's, None when either is unknown.
+    """
+
+    name: str
+    varied: dict[str, Any]
+    parameters: int | None
+    runs: tuple[RunRow, ...]
+    metrics: dict[str, Stat | None]
+    delta: float | None
+    tokens_per_s: Stat | None
+    wall_time_s: Stat | None
+    curve: Curve | None
+    is_base: bool
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.runs)
+
+    @property
+    def n_finished(self) -> int:
+        return sum(run.finished for run in self.runs)
+
+    @property
+    def n_failed(self) -> int:
+        return sum(run.status == FAILED for run in self.runs)
+
+    @property
+    def first_error(self) -> str | None:
+        """The error message of the first failed run, in plan order."""
+        return next((run.error or "(no message)" for run in self.runs if run.status == FAILED), None)
+
+    @property
+    def status(self) -> str:
+        """``finished`` (every seed), ``partial`` (some), ``failed`` (every seed failed) or ``pending``."""
+        if self.n_finished == self.n_runs:
+            return FINISHED
+        if self.n_finished:
+            return "partial"
+        return FAILED if self.n_failed == self.n_runs else "pending"
+
+
+@dataclass(frozen=True)
+class Report:
+    """A sweep's comparison: its variants in plan order and every run behind them."""
+
+    name: str
+    metric: str
+    goal: str
+    base_variant: str
+    varied_keys: tuple[str, ...]
+    metric_keys: tuple[str, ...]
+    variants: tuple[VariantRow, ...]
+    runs: tuple[RunRow, ...]
+    sweep_dir: Path
+    date: str
+
+    @property
+    def has_bleu(self) -> bool:
+        return BLEU in self.metric_keys
+
+    @property
+    def base(self) -> VariantRow | None:
+        return next((v for v in self.variants if v.is_base), None)
+
+    def status_counts(self) -> Counter[str]:
+        """How many runs are in each status (finished, failed, running, interrupted, pending)."""
+        return Counter(run.status for run in self.runs)
+
+
+def metric_keys(runs: Iterable[RunRow], headline: str) -> tuple[str, ...]:
+    """The metric columns: val loss and PPL, BLEU when any run has it, then the headline metric."""
+    runs = list(runs)
+    keys = list(TABLE_METRICS)
+    if any(BLEU in run.final or BLEU in run.best for run in runs):
+        keys.append(BLEU)
+    if headline not in keys:
+        keys.append(headline)
+    return tuple(keys)
+
+
+def group_by_variant(runs: Iterable[RunRow]) -> dict[str, list[RunRow]]:
+    """Runs grouped by variant, variants in order of first appearance."""
+    groups: dict[str, list[RunRow]] = {}
+    for run in runs:
+        groups.setdefault(run.variant, []).append(run)
+    return groups
+
+
+def variant_row(name: str, runs: list[RunRow], keys: tuple[str, ...], *, is_base: bool) -> VariantRow:
+    """Aggregate one variant's runs; the delta is filled in later, once the base is known."""
+    done = [run for run in runs if run.finished]
+    return VariantRow(
+        name=name,
+        varied=runs[0].varied,
+        parameters=next((run.parameters for run in runs if run.parameters is not None), None),
+        runs=tuple(runs),
+        metrics={key: Stat.of(run.value(key) for run in done) for key in keys},
+        delta=None,
+        tokens_per_s=Stat.of(run.tokens_per_s for run in done),
+        wall_time_s=Stat.of(run.wall_time_s for run in done),
+        curve=Curve.of(run for run in runs if run.status != FAILED),
+        is_base=is_base,
+    )
+
+
+def with_deltas(rows: list[VariantRow], metric: str) -> list[VariantRow]:
+    """Each row with ``delta`` = its headline mean minus the base row's (None if either is missing)."""
+    base = next((row.metrics[metric] for row in rows if row.is_base), None)
+    out = []
+    for row in rows:
+        stat = row.metrics[metric]
+        delta = stat.mean - base.mean if stat is not None and base is not None else None
+        out.append(replace(row, delta=delta))
+    return out
+
+
+def build_report(sweep_dir: Path, *, now: datetime | None = None) -> Report:
+    """Collect a sweep directory into a comparison table, one row per variant in plan order.
+
+    Args:
+        sweep_dir: the sweep directory (``plan.json`` and ``runs/<id>/``); runs may still be going.
+        now: the report's date; the current time when None.
+
+    Returns:
+        The report. Curves pool every run that has not failed (a running run shows its progress);
+        the table's numbers use finished runs only.
+
+    Raises:
+        FileNotFoundError: ``sweep_dir`` has no plan.json.
+        ConfigError: plan.json lacks a required key or its metric is malformed.
+    """
+    sweep_dir = Path(sweep_dir)
+    plan = read_plan(sweep_dir)
+    runs = read_runs(sweep_dir, plan)
+    keys = metric_keys(runs, plan.metric)
+    rows = [variant_row(name, group, keys, is_base=name == plan.base_variant)
+            for name, group in group_by_variant(runs).items()]
+    return Report(
+        name=plan.name,
+        metric=plan.metric,
+        goal=plan.goal,
+        base_variant=plan.base_variant,
+        varied_keys=plan.varied_keys,
+        metric_keys=keys,
+        variants=tuple(with_deltas(rows, plan.metric)),
+        runs=tuple(runs),
+        sweep_dir=sweep_dir,
+        date=(now or datetime.now()).strftime("%Y-%m-%d %H:%M"),
+    )

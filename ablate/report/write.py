@@ -1,0 +1,59 @@
+"""Writing a report to disk (table.md, table.csv, runs.csv, report.html) and uploading it to W&B."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ablate.report.table import Report
+from ablate.report.text import format_markdown, run_columns, run_records, table_columns, table_records, to_csv
+from ablate.train.rundir import write_atomic
+
+FILES = ("table.md", "table.csv", "runs.csv", "report.html")
+
+
+def write_report(report: Report, out_dir: Path) -> dict[str, Path]:
+    """Write every format of the report into ``out_dir``, each file atomically.
+
+    Args:
+        report: from :func:`ablate.report.build_report`.
+        out_dir: created if needed, e.g. ``<sweep_dir>/report``; existing files are replaced.
+
+    Returns:
+        The written paths by file name: ``table.md`` (Markdown), ``table.csv`` (one row per variant,
+        separate mean, std and n columns), ``runs.csv`` (one row per run), ``report.html``.
+    """
+    from ablate.report.html import render_html  # imports matplotlib; only the page needs it
+
+    out_dir = Path(out_dir)
+    texts = {
+        "table.md": format_markdown(report),
+        "table.csv": to_csv(table_columns(report), table_records(report)),
+        "runs.csv": to_csv(run_columns(report), run_records(report)),
+        "report.html": render_html(report),
+    }
+    paths = {}
+    for name, text in texts.items():
+        paths[name] = out_dir / name
+        write_atomic(paths[name], text)
+    return paths
+
+
+def upload_table(report: Report, *, project: str, entity: str | None, group: str, save_dir: Path,
+                 mode: str = "auto") -> None:
+    """Log the variant table (the columns of table.csv) to W&B as ``<sweep name>-report``.
+
+    Args:
+        report: from :func:`ablate.report.build_report`.
+        project: the W&B project.
+        entity: the W&B entity (user or team); None for the default.
+        group: the W&B run group, e.g. the sweep's name, so the table sits beside the sweep's runs.
+        save_dir: the folder that receives ``wandb/``.
+        mode: ``auto``, ``online``, ``offline`` or ``disabled``, passed through.
+
+    Raises:
+        ConfigError: ``mode`` is not a mode (from :func:`ablate.train.wandb.log_table`).
+    """
+    from ablate.train.wandb import log_table  # wandb is heavy; import it only when uploading
+
+    log_table(project=project, entity=entity, group=group, name=f"{report.name}-report",
+                     columns=table_columns(report), rows=table_records(report), save_dir=save_dir, mode=mode)

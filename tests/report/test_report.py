@@ -1,0 +1,241 @@
+"""The comparison report of the fabricated sweep in conftest.py: its numbers, every format, the page in a browser."""
+
+from __future__ import annotations
+
+import ast
+import csv
+import math
+import re
+import shutil
+import subprocess
+import sys
+import types
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+import ablate.train
+from ablate.errors import ConfigError
+from ablate.report import VariantRow, build_report, format_markdown, format_terminal, upload_table, write_report
+from ablate.report.text import display_cells, display_headers, table_columns
+from tests.report.conftest import ERROR
+
+SQRT_2 = math.sqrt(2.0)
+
+
+@pytest.fixture(scope="module")
+def report(sweep_dir):
+    return build_report(sweep_dir, now=datetime(2024, 5, 1, 12, 30))
+
+
+@pytest.fixture(scope="module")
+def written(report, tmp_path_factory):
+    return write_report(report, tmp_path_factory.mktemp("out") / "report")
+
+
+def variant(report, name: str) -> VariantRow:
+    return next(row for row in report.variants if row.name == name)
+
+
+def read_csv(path) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+# --- the numbers -------------------------------------------------------------------------------
+
+
+def test_variants_follow_the_plan_with_their_varied_values(report):
+    assert [row.name for row in report.variants] == ["base", "h1", "h16"]
+    assert variant(report, "h1").varied == {"model.n_heads": 1, "model.d_k": 512, "model.d_v": 512}
+    assert [row.is_base for row in report.variants] == [True, False, False]
+    assert variant(report, "base").parameters == 65130496
+    assert (report.name, report.metric, report.goal, report.date) == ("table3_A", "val/loss", "minimize",
+                                                                       "2024-05-01 12:30")
+
+
+def test_means_and_sample_stds_over_the_finished_seeds(report):
+    base, h1 = variant(report, "base"), variant(report, "h1")
+    # base seed 2 has no final val/loss: its best (2.5) stands in
+    assert base.metrics["val/loss"].mean == pytest.approx(2.0) and base.metrics["val/loss"].std == pytest.approx(0.5)
+    assert base.metrics["val/loss"].n == 3
+    assert (base.metrics["val/ppl"].mean, base.metrics["val/ppl"].std) == pytest.approx((8.0, 4.0))
+    assert (base.metrics["val/bleu"].mean, base.metrics["val/bleu"].std) == pytest.approx((22.0, 2.0))
+    # h1: the failed seed is left out, n = 2
+    assert (h1.metrics["val/loss"].mean, h1.metrics["val/loss"].std) == pytest.approx((2.75, 0.25 * SQRT_2))
+    assert h1.metrics["val/loss"].n == 2 and (h1.n_finished, h1.n_runs) == (2, 3)
+    assert (h1.metrics["val/ppl"].mean, h1.metrics["val/ppl"].std) == pytest.approx((16.0, 4 * SQRT_2))
+    assert (h1.tokens_per_s.mean, h1.tokens_per_s.std) == pytest.approx((950.0, 50 * SQRT_2))
+    assert (base.wall_time_s.mean, base.wall_time_s.std) == pytest.approx((70.0, 10.0))
+
+
+def test_delta_is_the_headline_mean_minus_the_base_mean(report):
+    assert [row.delta for row in report.variants] == [pytest.approx(0.0), pytest.approx(0.75), None]
+    cells = dict(zip(display_headers(report), display_cells(report, variant(report, "h1"))))
+    assert cells["Δ val loss"] == "+0.750" and cells["val loss"] == "2.750 ± 0.354"
+
+
+def test_a_variant_without_a_finished_run_is_pending_not_zero(report):
+    h16 = variant(report, "h16")
+    assert h16.status == "pending" and h16.n_finished == 0 and h16.n_failed == 0
+    assert all(stat is None for stat in h16.metrics.values()) and h16.delta is None and h16.tokens_per_s is None
+    cells = dict(zip(display_headers(report), display_cells(report, h16)))
+    assert [cells[k] for k in ("val loss", "val PPL", "BLEU")] == ["pending"] * 3
+    assert cells["Δ val loss"] == cells["tokens/s"] == cells["wall time"] == "—" and cells["runs"] == "0/2"
+    assert not any(re.fullmatch(r"[+-]?0(\.0+)?", cell) for cell in cells.values())
+    assert [run.status for run in h16.runs] == ["pending", "running"]
+
+
+def test_failures_are_counted_with_the_first_error(report):
+    h1 = variant(report, "h1")
+    assert (h1.n_failed, h1.first_error, h1.status) == (1, ERROR, "partial")
+    cells = dict(zip(display_headers(report), display_cells(report, h1)))
+    assert cells["failures"] == "1: RuntimeError: loss is nan | at step 100 (see traceback)"
+    assert report.status_counts() == {"finished": 5, "failed": 1, "pending": 1, "running": 1}
+
+
+def test_curves_pool_seeds_step_by_step_and_leave_out_failed_runs(report):
+    base, h1, h16 = (variant(report, name).curve for name in ("base", "h1", "h16"))
+    assert base.steps == (100, 200, 300)
+    assert base.mean == pytest.approx((3.5, 2.5, 2.0)) and base.lo == (3.0, 2.0, 1.5) and base.hi == (4.0, 3.0, 2.5)
+    assert h1.mean[0] == pytest.approx(4.25) and h1.hi[0] == 4.5  # the failed seed logged 5.0 at step 100
+    assert h16.steps == (100, 200) and h16.mean == pytest.approx((3.8, 2.9))  # the running seed's progress
+
+
+def test_bleu_is_a_column_only_when_a_run_logged_it(fabricate):
+    report = build_report(fabricate(bleu=False))
+    assert report.metric_keys == ("val/loss", "val/ppl") and not report.has_bleu
+    assert "BLEU" not in format_markdown(report) and "BLEU" not in format_terminal(report)
+
+
+def test_a_headline_metric_outside_the_table_gets_its_own_column(fabricate):
+    report = build_report(fabricate(metric="val/acc", goal="maximize"))
+    assert report.metric_keys == ("val/loss", "val/ppl", "val/bleu", "val/acc")
+    assert [row.delta for row in report.variants] == [pytest.approx(0.0), pytest.approx(-0.125), None]
+    assert "maximize: higher is better" in format_markdown(report)
+
+
+@pytest.mark.parametrize("plan, message", [
+    ('{"metric": {"name": "val/loss"}, "runs": []}', "plan.json: name=None is not allowed"),
+    ('{"name": "x", "metric": {"name": "val/loss", "goal": "lowest"}, "runs": []}',
+     "metric.goal='lowest' is not allowed; expected one of minimize, maximize"),
+    ('{"name": "x", "metric": {"name": "val/loss"}, "runs": [{"id": "a"}]}', "runs[0].variant=None"),
+])
+def test_a_bad_plan_names_the_key(tmp_path, plan, message):
+    (tmp_path / "plan.json").write_text(plan)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        build_report(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no plan.json"):
+        build_report(tmp_path / "elsewhere")
+
+
+# --- the files ---------------------------------------------------------------------------------
+
+
+def test_table_csv_round_trips_every_number(report, written):
+    rows = {row["variant"]: row for row in read_csv(written["table.csv"])}
+    assert list(rows) == ["base", "h1", "h16"]
+    for row in report.variants:
+        for key, stat in row.metrics.items():
+            got = rows[row.name]
+            if stat is None:
+                assert got[f"{key}_mean"] == got[f"{key}_std"] == "" and got[f"{key}_n"] == "0"
+            else:
+                assert (float(got[f"{key}_mean"]), float(got[f"{key}_std"])) == (stat.mean, stat.std)
+    h1 = rows["h1"]
+    assert h1["model.n_heads"] == "1" and h1["status"] == "partial" and h1["first_error"] == ERROR
+    assert float(h1["val/loss_delta"]) == pytest.approx(0.75) and rows["h16"]["val/loss_delta"] == ""
+
+
+def test_runs_csv_has_one_row_per_planned_run(written):
+    runs = read_csv(written["runs.csv"])
+    assert [r["id"] for r in runs] == ["base-s0", "base-s1", "base-s2", "h1-s0", "h1-s1", "h1-s2", "h16-s0", "h16-s1"]
+    assert [r["status"] for r in runs][-3:] == ["failed", "pending", "running"]
+    assert runs[2]["val/loss"] == "2.5" and runs[2]["final/val/loss"] == "" and runs[2]["best/val/loss"] == "2.5"
+    assert runs[0]["run_dir"] == "runs/base-s0"
+
+
+def test_markdown_is_one_table_row_per_variant(report, written):
+    text = written["table.md"].read_text()
+    assert text == format_markdown(report)
+    table = [line for line in text.splitlines() if line.startswith("|")]
+    n_cols = len(display_headers(report))
+    assert len(table) == 2 + 3 and re.fullmatch(r"\|(-{3}:?\|)+", table[1])
+    assert all(len(re.findall(r"(?<!\\)\|", line)) == n_cols + 1 for line in table)  # the error's | is escaped
+    assert table[2].startswith("| base | 8 | 64 | 64 | 65.13M | 2.000 ± 0.500 | 8.00 ± 4.00 | 22.00 ± 2.00 | base |")
+
+
+def test_terminal_table_columns_line_up(report):
+    lines = format_terminal(report).splitlines()
+    rule = next(i for i, line in enumerate(lines) if line.startswith("---"))
+    table = lines[rule - 1: rule + 4]
+    gaps = [i for i, ch in enumerate(lines[rule]) if ch == " "]
+    assert all(line[i] == " " for line in table for i in gaps if i < len(line))
+    assert "8 runs: 5 finished, 1 failed, 1 pending, 1 running." in lines
+
+
+def test_files_are_written_whole(written):
+    out = written["report.html"].parent
+    assert sorted(p.name for p in out.iterdir()) == ["report.html", "runs.csv", "table.csv", "table.md"]
+
+
+def test_html_needs_nothing_from_outside(written):
+    page = written["report.html"].read_text()
+    assert page.count("<svg") == 2 and page.count("</svg>") == 2
+    assert not re.search(r"<(script|link|img|iframe)\b", page) and "@import" not in page
+    assert not re.search(r"url\((?!#)", page)  # only the SVGs' own clip paths
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "<title>table3_A: val/loss (minimize)</title>" in page and "2024-05-01 12:30" in page
+    assert "8 runs: 5 finished, 1 failed, 1 pending, 1 running." in page
+
+
+def chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(chromium() is None, reason="no chromium binary on PATH (apt-get install -y chromium)")
+def test_report_html_renders_offline_in_headless_chromium(written, tmp_path):
+    # A dead proxy: any request for something outside the file would fail.
+    args = [chromium(), "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run", "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'profile'}", "--proxy-server=127.0.0.1:9", "--window-size=1300,1900"]
+    url = written["report.html"].resolve().as_uri()
+    dom = subprocess.run([*args, "--dump-dom", url], capture_output=True, text=True, timeout=60,
+                         check=True).stdout
+    assert re.search(r'<table id="variants">', dom) and dom.count("<tr class=") == 3 + 8
+    assert dom.count("<svg") == 2 and 'id="curves"' in dom and 'id="finals"' in dom
+    assert "val/loss vs step" in dom and "final val/loss per variant" in dom and "pending" in dom
+    shot = tmp_path / "report.png"
+    subprocess.run([*args, f"--screenshot={shot}", url], capture_output=True, timeout=60, check=True)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+# --- W&B ---------------------------------------------------------------------------------------
+
+
+def test_upload_table_logs_the_csv_table(report, monkeypatch):
+    # A stand-in module, so the test neither imports wandb (seconds) nor logs anything.
+    module = types.ModuleType("ablate.train.wandb")
+    monkeypatch.setitem(sys.modules, "ablate.train.wandb", module)
+    calls = []
+    monkeypatch.setattr(module, "log_table", lambda **kwargs: calls.append(kwargs), raising=False)
+    upload_table(report, project="ablate", entity=None, group="table3_A", save_dir="wandb", mode="offline")
+    assert len(calls) == 1
+    call = calls[0]
+    assert {k: call[k] for k in ("project", "entity", "group", "name", "save_dir", "mode")} == dict(
+        project="ablate", entity=None, group="table3_A", name="table3_A-report", save_dir="wandb", mode="offline")
+    assert call["columns"] == table_columns(report)
+    rows = {row[0]: dict(zip(call["columns"], row)) for row in call["rows"]}
+    assert list(rows) == ["base", "h1", "h16"] and rows["h1"]["val/loss_mean"] == pytest.approx(2.75)
+    assert rows["h16"]["val/loss_mean"] is None and rows["h16"]["status"] == "pending"
+
+
+def test_upload_table_calls_log_table_with_its_real_keywords():
+    """The real ``log_table`` (read, not imported) takes exactly the keywords upload_table passes."""
+    path = Path(ablate.train.__file__).with_name("wandb.py")
+    if not path.is_file():
+        pytest.skip(f"{path} not written yet")
+    tree = ast.parse(path.read_text())
+    fn = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "log_table")
+    assert [a.arg for a in fn.args.kwonlyargs] == ["project", "entity", "group", "name", "columns", "rows",
+                                                    "save_dir", "mode"]
