@@ -104,11 +104,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _print_report(sweep_dir: Path) -> None:
-    from ablate.report import build_report, format_terminal, write_report
+    """Build the sweep's report, write its files, print its table, and put the table in W&B when the
+    runs logged there."""
+    from ablate.report import build_report, format_terminal, upload_table, write_report
 
     report = build_report(sweep_dir)
     write_report(report, sweep_dir / "report")
     print(format_terminal(report))
+    configs = sorted((sweep_dir / "runs").glob("*/config.yaml"))
+    cfg = OmegaConf.load(configs[0]) if configs else None
+    if cfg is not None and cfg.get("logger") == "wandb":
+        w = cfg.wandb
+        upload_table(report, project=w.project, entity=w.entity, group=w.group or report.name,
+                     save_dir=sweep_dir / "report", mode=w.mode)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -201,7 +209,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+HEAVY = {"train", "sweep", "evaluate", "agent"}  # commands that train or decode: worth a fast allocator
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] in HEAVY:  # a real command line, not a caller's list
+        from ablate.runtime import apply_fast_allocator
+
+        apply_fast_allocator(sys.argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

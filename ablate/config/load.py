@@ -54,13 +54,14 @@ def load_config(
     sources: dict[str, str] = {}
     if path is not None:
         for file, data in _chain(Path(path), seen=()):
-            cfg = _merge(cfg, data, str(file), sources)
+            cfg = _merge(cfg, data, str(file), sources, [k for k in _flat_keys(data) if k.endswith("_args")])
     for source, dotlist in [*layers, (COMMAND_LINE, overrides)]:
         dotlist = list(dotlist)
         for item in dotlist:
             if "=" not in item or item.startswith("="):
                 raise ConfigError(item, item, "an override of the form key=value", source)
-        cfg = _merge(cfg, OmegaConf.to_container(OmegaConf.from_dotlist(dotlist)), source, sources)
+        whole = [item.split("=", 1)[0] for item in dotlist if item.split("=", 1)[0].endswith("_args")]
+        cfg = _merge(cfg, OmegaConf.to_container(OmegaConf.from_dotlist(dotlist)), source, sources, whole)
     if imports:
         cfg.imports = list(cfg.imports) + [m for m in imports if m not in cfg.imports]
         sources["imports"] = COMMAND_LINE
@@ -98,7 +99,14 @@ def _chain(path: Path, seen: tuple[Path, ...]) -> list[tuple[Path, dict[str, Any
     return out + [(path, data)]
 
 
-def _merge(cfg: DictConfig, data: Any, source: str, sources: dict[str, str]) -> DictConfig:
+def _merge(cfg: DictConfig, data: Any, source: str, sources: dict[str, str], whole: Iterable[str]) -> DictConfig:
+    """Merge ``data`` into ``cfg``; the ``whole`` keys (a component's ``*_args`` given as one mapping)
+    replace what was there, so switching ``train.schedule`` does not inherit the previous schedule's
+    arguments, while a dotted key inside (``model.mask_args.window=4``) changes that one argument."""
+    cfg = cfg.copy()
+    for key in whole:
+        if isinstance(OmegaConf.select(cfg, key), DictConfig):
+            OmegaConf.update(cfg, key, {}, merge=False)
     try:
         merged = OmegaConf.merge(cfg, data)
     except ConfigKeyError as exc:

@@ -96,7 +96,8 @@ class TrainConfig:
     schedule: str = "noam"
     schedule_args: Dict[str, Any] = field(default_factory=lambda: {"warmup": 4000})
     grad_clip: Optional[float] = None  # clip the global gradient norm to this value
-    val_every: int = 1000  # validate every N optimiser steps
+    val_every: int = 1000  # validate (and checkpoint) every N optimiser steps
+    keep_checkpoints: int = 0  # also keep the weights of the last k validations, for averaging (paper: 5)
     log_every: int = 50
 
 

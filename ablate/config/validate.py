@@ -62,6 +62,8 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("data.pad_id", cfg.data.pad_id, "pad, bos and eos ids that differ from each other")
     if len(cfg.train.betas) != 2 or not all(0.0 <= b < 1.0 for b in cfg.train.betas):
         raise ConfigError("train.betas", list(cfg.train.betas), "two numbers in [0, 1)")
+    if cfg.train.keep_checkpoints < 0:
+        raise ConfigError("train.keep_checkpoints", cfg.train.keep_checkpoints, "a non-negative integer")
     if cfg.train.grad_clip is not None and cfg.train.grad_clip <= 0:
         raise ConfigError("train.grad_clip", cfg.train.grad_clip, "a positive number or null")
     for section, key, kind in COMPONENT_KEYS:

@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from ablate.sweep.plan import PlannedRun
 from ablate.train.lock import EXIT_LOCKED
-from ablate.train.rundir import read_result, write_atomic
+from ablate.train.rundir import read_result, write_atomic, write_json
 
 
 @dataclass
@@ -75,8 +75,13 @@ def _train(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, st
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env={**os.environ, **env}, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
-    error = (read_result(run_dir) or {}).get("error", f"exit code {proc.returncode}")
-    return proc.returncode, error
+    result = read_result(run_dir) or {}
+    if proc.returncode not in (0, EXIT_LOCKED) and result.get("status") in (None, "running"):
+        # Killed before it could say why: the kernel's OOM killer, most often.
+        how = f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else f"exit code {proc.returncode}"
+        result.update(status="failed", error=f"{how} (out of memory?); see {run_dir / 'train.log'}")
+        write_json(run_dir / "result.json", result)
+    return proc.returncode, result.get("error", f"exit code {proc.returncode}")
 
 
 def execute(runs: list[PlannedRun], configs: dict[str, str], sweep_dir: Path, *, workers: int,

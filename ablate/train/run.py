@@ -18,6 +18,7 @@ from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
 from ablate import registry
 from ablate.config.schema import Logger as LoggerKind
+from ablate.runtime import allocator_in_use
 from ablate.train.callbacks import FiniteLoss, TokenThroughput
 from ablate.train.checkpoint_io import AtomicCheckpointIO
 from ablate.train.lock import run_lock
@@ -62,6 +63,10 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
         ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="best", monitor="val/loss", mode="min", save_last=True),
         LearningRateMonitor(logging_interval="step"),
     ]
+    if t.keep_checkpoints:  # weights of the last k validations, for checkpoint averaging (section 6.1)
+        checkpoints.append(ModelCheckpoint(
+            dirpath=run_dir / "checkpoints", filename="step-{step}", auto_insert_metric_name=False, monitor="step",
+            mode="max", save_top_k=t.keep_checkpoints, save_weights_only=True))
     kwargs: dict[str, Any] = dict(
         accelerator=tr.accelerator,
         devices=tr.devices,
@@ -135,7 +140,8 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         write_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg))
     last = run_dir / "checkpoints" / "last.ckpt"
     resume = last if last.is_file() else None
-    result: dict[str, Any] = {"status": "running", "config_hash": config_hash(cfg), "run_dir": str(run_dir)}
+    result: dict[str, Any] = {"status": "running", "config_hash": config_hash(cfg), "run_dir": str(run_dir),
+                              "allocator": allocator_in_use(), "precision": resolve_precision(cfg.trainer.precision)}
     write(run_dir / "result.json", {**(read_result(run_dir) or {}), **result})
 
     throughput = TokenThroughput(pad_id=cfg.data.pad_id, every=cfg.train.log_every)

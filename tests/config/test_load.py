@@ -85,3 +85,13 @@ def test_loaded_config_is_read_only():
     cfg = ablate.load_config(None)
     with pytest.raises(Exception):
         cfg.model.d_model = 3
+
+
+def test_component_args_given_whole_replace_and_dotted_ones_merge(tmp_path):
+    base = REPO / "configs" / "default.yaml"  # schedule_args: {warmup: 400, scale: 2.0}
+    switched = ablate.load_config(base, ["train.schedule=constant", "train.schedule_args={warmup: 0}"])
+    assert dict(switched.train.schedule_args) == {"warmup": 0}  # no stale noam `scale`
+    tweaked = ablate.load_config(base, ["train.schedule_args.warmup=10"])
+    assert dict(tweaked.train.schedule_args) == {"warmup": 10, "scale": 2.0}
+    (tmp_path / "child.yaml").write_text(f"defaults: [{base}]\ntrain: {{schedule: cosine, schedule_args: {{warmup: 5}}}}\n")
+    assert dict(ablate.load_config(tmp_path / "child.yaml").train.schedule_args) == {"warmup": 5}

@@ -120,3 +120,30 @@ def test_two_launchers_on_one_sweep_never_train_a_run_twice(tmp_path):
     assert codes == [0, 0], [p.stderr.read()[-2000:] for p in procs]
     assert _statuses(sweep_dir) == ["finished"] * 3
     assert _attempts(sweep_dir) == [1, 1, 1]
+
+
+def test_a_run_killed_by_the_kernel_is_recorded_as_failed(tmp_path):
+    """A run that dies without a word (SIGKILL, as the OOM killer sends) is failed, with the reason."""
+    (tmp_path / "sudden_death.py").write_text(textwrap.dedent('''
+        import os, signal
+        from ablate import register
+        from ablate.data.synthetic import SyntheticSeq2Seq
+
+        @register("task", "sudden_death")
+        def sudden_death(*, data, seed):
+            """Dies like an out-of-memory kill when its data is set up."""
+            class Dying(SyntheticSeq2Seq):
+                def setup(self, stage=None):
+                    os.kill(os.getpid(), signal.SIGKILL)
+            return Dying(data, seed, list, min_len=1, n_train=10, n_val=10)
+    '''))
+    path = _sweep_file(tmp_path, """
+        - {name: base}
+        - {name: dies, data.task: sudden_death, data.task_args: {}, imports: [sudden_death]}
+    """)
+    out = _ablate("sweep", str(path), cwd=tmp_path)
+    sweep_dir = tmp_path / "sweeps" / "t"
+    assert out.returncode == 1
+    assert _statuses(sweep_dir) == ["finished", "failed"]
+    result = json.loads((sweep_dir / _plan(sweep_dir)["runs"][1]["run_dir"] / "result.json").read_text())
+    assert result["error"].startswith("killed by SIGKILL (out of memory?)")

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import ablate
 from ablate.train.rundir import read_metrics
@@ -110,3 +111,12 @@ def test_ddp_on_cpu_with_two_processes(in_tmp):
     assert "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2" in out.stderr
     result = _result(Path("ddp"))
     assert result["status"] == "finished" and result["step"] == 12
+
+
+def test_the_last_k_checkpoints_are_kept_for_averaging(in_tmp):
+    cfg = ablate.load_config(None, TINY + FAST + ["output_dir=run", "train.keep_checkpoints=2", "train.val_every=4"])
+    train(cfg)
+    kept = sorted(p.name for p in Path("run/checkpoints").glob("step-*.ckpt"))
+    assert kept == ["step-12.ckpt", "step-8.ckpt"]  # named by optimiser steps done
+    weights = torch.load(Path("run/checkpoints/step-12.ckpt"), weights_only=False)
+    assert "state_dict" in weights and "optimizer_states" not in weights  # weights only: small
