@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 import traceback
+import warnings
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,10 @@ class RunFailed(RuntimeError):
     def __init__(self, run_dir: Path, reason: str):
         super().__init__(f"run failed: {reason} (see {run_dir / 'result.json'})")
         self.run_dir = run_dir
+
+
+# Lightning 2.6 on torch 2.13 warns about its own use of a deprecated torch API at every fit.
+warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=Warning)
 
 
 def resolve_precision(precision: str) -> str:
