@@ -1,12 +1,32 @@
-"""Encoder and decoder layers (section 3.1). Each receives its built parts; forwards are residual lines."""
+"""Encoder and decoder layers (section 3.1). Each receives its built parts; forwards are residual lines.
+
+For incremental decoding, each layer takes its cache: a :class:`KVCache` for a self-attention-only
+layer, a :class:`DecoderLayerCache` for a decoder layer. Without one, a forward sees the whole sequence.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 import torch
 from torch import nn
 
-from ablate.components.attention import CrossAttention, SelfAttention
+from ablate.components.attention import CrossAttention, KVCache, SelfAttention
 from ablate.components.norm import Residual
+
+
+@dataclass
+class DecoderLayerCache:
+    """One decoder layer's keys and values between decoding steps."""
+
+    self_attn: KVCache  # the target positions decoded so far: grows by one position a step
+    cross_attn: KVCache  # the encoder output: computed once per sentence
+
+    def select(self, index: torch.Tensor) -> None:
+        """Keep rows ``index`` (B',) of the batch, in that order."""
+        self.self_attn.select(index)
+        self.cross_attn.select(index)
 
 
 class EncoderLayer(nn.Module):
@@ -17,9 +37,9 @@ class EncoderLayer(nn.Module):
         self.self_attn, self.ffn = self_attn, ffn
         self.res_attn, self.res_ffn = res_attn, res_ffn
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """x (B, T, d_model), mask (B, 1, T, T) -> (B, T, d_model)."""
-        x = self.res_attn(x, lambda h: self.self_attn(h, mask))
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None = None) -> torch.Tensor:
+        """x (B, T, d_model), mask (B, 1, T, T) -> (B, T, d_model). With a cache, x and mask as in SelfAttention."""
+        x = self.res_attn(x, lambda h: self.self_attn(h, mask, cache))
         return self.res_ffn(x, self.ffn)
 
 
@@ -40,12 +60,26 @@ class DecoderLayer(nn.Module):
         self.self_attn, self.cross_attn, self.ffn = self_attn, cross_attn, ffn
         self.res_attn, self.res_cross, self.res_ffn = res_attn, res_cross, res_ffn
 
+    def start(self, memory: torch.Tensor) -> DecoderLayerCache:
+        """An empty self-attention cache and the cross-attention keys and values of memory (B, S, d_model)."""
+        return DecoderLayerCache(self_attn=KVCache(), cross_attn=self.cross_attn.project(memory))
+
     def forward(
-        self, x: torch.Tensor, memory: torch.Tensor, self_mask: torch.Tensor | None, cross_mask: torch.Tensor | None
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor | None,
+        self_mask: torch.Tensor | None,
+        cross_mask: torch.Tensor | None,
+        cache: DecoderLayerCache | None = None,
     ) -> torch.Tensor:
-        """x (B, T, d_model), memory (B, S, d_model), self_mask (B, 1, T, T), cross_mask (B, 1, 1, S)."""
-        x = self.res_attn(x, lambda h: self.self_attn(h, self_mask))
-        x = self.res_cross(x, lambda h: self.cross_attn(h, memory, cross_mask))
+        """x (B, T, d_model), memory (B, S, d_model), self_mask (B, 1, T, T), cross_mask (B, 1, 1, S).
+
+        With a cache (from :meth:`start`) holding P positions: x holds the next T, self_mask is
+        (B, 1, T, P+T), and memory is not needed.
+        """
+        self_kv, memory_kv = (cache.self_attn, cache.cross_attn) if cache is not None else (None, None)
+        x = self.res_attn(x, lambda h: self.self_attn(h, self_mask, self_kv))
+        x = self.res_cross(x, lambda h: self.cross_attn(h, memory, cross_mask, memory_kv))
         return self.res_ffn(x, self.ffn)
 
 
@@ -57,7 +91,8 @@ class Stack(nn.Module):
         self.layers = nn.ModuleList(layers)
         self.final_norm = final_norm
 
-    def forward(self, x: torch.Tensor, *args: torch.Tensor | None) -> torch.Tensor:
-        for layer in self.layers:
-            x = layer(x, *args)
+    def forward(self, x: torch.Tensor, *args: torch.Tensor | None, caches: Sequence[Any] | None = None) -> torch.Tensor:
+        """x (B, T, d_model) through every layer; ``caches``: one per layer, for incremental decoding."""
+        for layer, cache in zip(self.layers, caches if caches is not None else [None] * len(self.layers)):
+            x = layer(x, *args, cache=cache)
         return self.final_norm(x)

@@ -1,4 +1,9 @@
-"""The two architectures: the paper's encoder-decoder (section 3.1) and a decoder-only language model."""
+"""The two architectures: the paper's encoder-decoder (section 3.1) and a decoder-only language model.
+
+The encoder-decoder also decodes incrementally: :meth:`EncoderDecoder.start_decoding` encodes the
+source once, then each :meth:`EncoderDecoder.decode_step` runs the decoder on the newest target
+positions only, with the keys and values of earlier positions (and of the encoder output) cached.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import torch
 from torch import nn
 
 from ablate.model.embedding import InputLayer
-from ablate.model.layers import Stack
+from ablate.model.layers import DecoderLayerCache, Stack
 
 Mask = torch.Tensor | None
 
@@ -21,8 +26,50 @@ def combine(padding: torch.Tensor, attn: Mask) -> torch.Tensor:
     return padding if attn is None else padding & attn
 
 
+def looks_ahead(mask: object, length: int = 256) -> bool:
+    """Whether a decoder mask lets some position attend to a later one (``none``, ``prefix_lm``).
+
+    Then an earlier position's states change as tokens are added, and cached keys and values
+    would go stale: such a model decodes by running the decoder over the whole prefix each step.
+    """
+    allowed = mask(length, length, torch.device("cpu"))  # (T, T) or None (everything)
+    return allowed is None or bool(allowed.triu(1).any())
+
+
+class DecoderState:
+    """What incremental decoding keeps between steps: each decoder layer's keys and values,
+    the source key-padding mask (B, 1, 1, S), and the target key-padding mask so far (B, 1, 1, P)."""
+
+    def __init__(self, layers: list[DecoderLayerCache], src_mask: torch.Tensor):
+        self.layers, self.src_mask = layers, src_mask
+        self.tgt_padding = src_mask.new_ones(src_mask.size(0), 1, 1, 0)  # (B, 1, 1, P = 0)
+
+    @property
+    def length(self) -> int:
+        """P: the number of target positions decoded so far."""
+        return self.tgt_padding.size(-1)
+
+    def select(self, index: torch.Tensor) -> None:
+        """Keep rows ``index`` (B',) of the batch, in that order: finished sentences dropped, beams reordered."""
+        for layer in self.layers:
+            layer.select(index)
+        self.src_mask = self.src_mask.index_select(0, index)  # (B', 1, 1, S)
+        self.tgt_padding = self.tgt_padding.index_select(0, index)  # (B', 1, 1, P)
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """:meth:`select` for an ``index`` (B,) that maps every row to a row of the same source sentence
+        (the beams of one sentence): the encoder-side keys and values, identical in those rows, stay."""
+        for layer in self.layers:
+            layer.self_attn.select(index)
+        self.tgt_padding = self.tgt_padding.index_select(0, index)  # (B, 1, 1, P)
+
+
 class EncoderDecoder(nn.Module):
-    """Encoder-decoder Transformer: ``model(src_ids, tgt_ids)`` returns logits (B, T, V)."""
+    """Encoder-decoder Transformer: ``model(src_ids, tgt_ids)`` returns logits (B, T, V).
+
+    ``incremental`` is True when the decoder mask never looks ahead, so that
+    :meth:`start_decoding` / :meth:`decode_step` give the same logits as :meth:`decode`.
+    """
 
     def __init__(
         self,
@@ -39,6 +86,7 @@ class EncoderDecoder(nn.Module):
         self.src_input, self.tgt_input = src_input, tgt_input
         self.encoder, self.decoder, self.generator = encoder, decoder, generator
         self.mask, self.pad_id = mask, pad_id
+        self.incremental = not looks_ahead(mask)
 
     def encode(self, src_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src_ids (B, S) -> memory (B, S, d_model) and its key-padding mask (B, 1, 1, S)."""
@@ -54,6 +102,33 @@ class EncoderDecoder(nn.Module):
 
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> torch.Tensor:
         return self.decode(tgt_ids, *self.encode(src_ids))
+
+    def start_decoding(self, src_ids: torch.Tensor, repeat: int = 1) -> DecoderState:
+        """Encode src_ids (B, S) once; cache each decoder layer's cross-attention keys and values.
+        ``repeat``: decode each sentence as that many rows (its beams), B * repeat in all.
+
+        Raises:
+            ValueError: the decoder mask looks ahead (see :func:`looks_ahead`), so caching would change the logits.
+        """
+        if not self.incremental:
+            raise ValueError(f"decoder mask {type(self.mask).__name__} lets positions attend to later ones: "
+                             "cached decoding would differ from the full pass; run decode() over the prefix instead")
+        memory, src_mask = self.encode(src_ids)  # (B, S, d_model), (B, 1, 1, S)
+        if repeat > 1:  # the encoder runs once per sentence, not once per beam
+            memory, src_mask = memory.repeat_interleave(repeat, 0), src_mask.repeat_interleave(repeat, 0)
+        return DecoderState([layer.start(memory) for layer in self.decoder.layers], src_mask)
+
+    def decode_step(self, tgt_ids: torch.Tensor, state: DecoderState) -> torch.Tensor:
+        """tgt_ids (B, T): the next T target tokens (BOS first) -> logits (B, T, V); state grows by T positions.
+
+        The logits equal :meth:`decode` over all target tokens so far, at its last T positions.
+        """
+        P, T = state.length, tgt_ids.size(1)
+        state.tgt_padding = torch.cat((state.tgt_padding, key_padding(tgt_ids, self.pad_id)), dim=-1)  # (B, 1, 1, P+T)
+        self_mask = combine(state.tgt_padding, self.mask(T, P + T, tgt_ids.device))  # (B, 1, T, P+T)
+        x = self.tgt_input(tgt_ids, P)  # (B, T, d_model), positions P .. P+T-1
+        x = self.decoder(x, None, self_mask, state.src_mask, caches=state.layers)  # (B, T, d_model)
+        return self.generator(x)
 
 
 class DecoderOnly(nn.Module):
