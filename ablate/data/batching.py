@@ -2,7 +2,8 @@
 sequence length. Each training batch contained a set of sentence pairs containing approximately
 25000 source tokens and 25000 target tokens."
 
-:class:`TokenBatchSampler` sorts examples by length (ties broken at random each epoch), packs
+:class:`TokenBatchSampler` sorts examples by length (ties broken by the secondary lengths, e.g. the
+source's then the target's, and then at random each epoch), packs
 consecutive ones while ``n_examples * max_len_in_batch <= max_tokens``, shuffles the batch order
 each epoch from (seed, epoch), and deals the batches out to ranks.
 """
@@ -26,6 +27,10 @@ class TokenBatchSampler(Sampler[list[int]]):
 
     Args:
         lengths: per-example length, e.g. ``max(S, T)`` with T counting BOS/EOS.
+        then_by: secondary lengths that break ties in ``lengths``, first one first (e.g. ``(S, T)``):
+            a batch then holds sources and targets of like lengths, so both sides pad less. The
+            price (as in fairseq, which sorts the same way): only exact ties are shuffled, so a
+            batch holds much the same sentences every epoch; the batch order is what varies.
         max_tokens: budget per batch: ``len(batch) * max(lengths[batch]) <= max_tokens``, except
             that a batch always holds at least one example.
         shuffle: training mode: random tie-breaking and batch order from (seed, epoch). Otherwise
@@ -50,12 +55,16 @@ class TokenBatchSampler(Sampler[list[int]]):
         rank: int = 0,
         world_size: int = 1,
         drop_last: bool = False,
+        then_by: Sequence[Sequence[int] | np.ndarray] = (),
     ):
         if max_tokens < 1:
             raise ValueError(f"max_tokens={max_tokens} must be positive")
         if not 0 <= rank < world_size:
             raise ValueError(f"rank={rank} must lie in [0, world_size={world_size})")
         self.lengths = np.asarray(lengths, dtype=np.int64)  # (N,)
+        self.then_by = [np.asarray(key, dtype=np.int64) for key in then_by]  # each (N,)
+        if any(key.shape != self.lengths.shape for key in self.then_by):
+            raise ValueError(f"then_by: every key needs one length per example ({len(self.lengths)})")
         self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
         self.rank, self.world_size, self.drop_last = rank, world_size, drop_last
         self.epoch = 0
@@ -66,11 +75,10 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.epoch = epoch
 
     def _order(self, rng: np.random.Generator | None) -> np.ndarray:
-        """Example indices in packing order: ascending length, ties at random (or by index without ``rng``)."""
-        if rng is None:
-            return np.argsort(self.lengths, kind="stable")
-        perm = rng.permutation(len(self.lengths))
-        return perm[np.argsort(self.lengths[perm], kind="stable")]
+        """Example indices in packing order: ascending length, then ``then_by``, remaining ties at random
+        (or by index without ``rng``)."""
+        last = rng.random(len(self.lengths)) if rng is not None else np.arange(len(self.lengths))
+        return np.lexsort((last, *reversed(self.then_by), self.lengths))  # lexsort: the last key sorts first
 
     def batches(self, epoch: int | None = None) -> list[list[int]]:
         """Every batch of ``epoch`` (default: the current one), in order, before dealing to ranks."""

@@ -250,11 +250,11 @@ class ParallelText(pl.LightningDataModule):
     def sampler(self, split: str) -> TokenBatchSampler:
         """The batch sampler of ``split``: shuffled for ``train``, length-ordered otherwise."""
         cols = self.encoded(split).select_columns(["src_len", "tgt_len"]).with_format("numpy")[:]
-        lengths = np.maximum(cols["src_len"], cols["tgt_len"] + 1)  # (N,): S vs T = |y| + 1
+        src, tgt = cols["src_len"], cols["tgt_len"] + 1  # (N,) each: S and T = |y| + 1
         rank, world_size = self._dist()
         train = split == "train"  # shuffled, and disjoint across ranks; evaluation keeps every example
-        return TokenBatchSampler(lengths, max_tokens=self.cfg.max_tokens, shuffle=train, seed=self.seed, rank=rank,
-                                 world_size=world_size, drop_last=train)  # fmt: skip
+        return TokenBatchSampler(np.maximum(src, tgt), then_by=(src, tgt), max_tokens=self.cfg.max_tokens,
+                                 shuffle=train, seed=self.seed, rank=rank, world_size=world_size, drop_last=train)
 
     def example_order(self, split: str) -> list[int]:
         """Indices into ``sources(split)``/``references(split)`` in the order this rank's batches hold them."""

@@ -10,6 +10,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from torchmetrics.aggregation import MeanMetric
 
 from ablate import registry
+from ablate.train.optimizer import adam
 from ablate.model import build_model, count_parameters
 
 
@@ -64,9 +65,8 @@ class TransformerSystem(pl.LightningModule):
 
     def configure_optimizers(self):
         t = self.cfg.train
-        optimizer = torch.optim.Adam(
-            self.parameters(), lr=1.0, betas=tuple(t.betas), eps=t.eps, weight_decay=t.weight_decay
-        )
+        trainer = self._trainer  # None outside a Trainer (benchmarks, notebooks)
+        optimizer = adam(self.parameters(), t, mixed_precision=trainer is not None and "mixed" in str(trainer.precision))
         context = {"d_model": self.cfg.model.d_model, "lr": t.lr, "max_steps": t.max_steps}
         schedule = registry.create("schedule", t.schedule, context, OmegaConf.to_container(t.schedule_args))
         scheduler = LambdaLR(optimizer, schedule)  # base lr 1.0: the schedule gives the absolute lr

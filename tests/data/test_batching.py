@@ -96,6 +96,31 @@ def test_unshuffled_mode_is_fixed_and_length_ordered(lengths):
     assert order == np.argsort(lengths, kind="stable").tolist()
 
 
+def test_ties_are_broken_by_the_secondary_lengths(multi30k_lengths):
+    src, tgt = multi30k_lengths
+    key = np.maximum(src, tgt)
+    plain = TokenBatchSampler(key, max_tokens=4096, seed=0)
+    paired = TokenBatchSampler(key, then_by=(src, tgt), max_tokens=4096, seed=0)
+    order = [i for b in sorted(paired.batches(), key=min) for i in b]
+    assert sorted(order) == list(range(len(key)))
+    packed = np.array(paired._order(np.random.default_rng(0)))  # packing order: (max, S, T) ascending
+    triples = np.stack([key[packed], src[packed], tgt[packed]], axis=1)
+    assert (np.diff(triples[:, 0]) >= 0).all()
+    same = triples[1:, 0] == triples[:-1, 0]
+    assert (np.diff(triples[:, 1])[same] >= 0).all()
+    both = same & (triples[1:, 1] == triples[:-1, 1])
+    assert (np.diff(triples[:, 2])[both] >= 0).all()
+
+    def side_padding(batches):
+        slots = sum(len(b) * (src[b].max() + tgt[b].max()) for b in map(np.asarray, batches))
+        return 1 - (src.sum() + tgt.sum()) / slots
+
+    # sources and targets of like lengths together: each side pads less than with max(S, T) alone
+    assert side_padding(paired.batches()) < 0.8 * side_padding(plain.batches())
+    with pytest.raises(ValueError, match="then_by"):
+        TokenBatchSampler(key, then_by=(src[:-1],), max_tokens=4096)
+
+
 @pytest.mark.parametrize("kwargs", [{"max_tokens": 0}, {"max_tokens": 10, "rank": 2, "world_size": 2}])
 def test_bad_arguments(kwargs):
     with pytest.raises(ValueError):
