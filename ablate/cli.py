@@ -1,4 +1,4 @@
-"""The ``ablate`` command: train, describe, components, sweep, report, sync, agent.
+"""The ``ablate`` command: train, describe, components, sweep, report, sync, agent, evaluate, generate, attention.
 
 Bad input is one line on stderr and exit code 2, before anything is written.
 """
@@ -14,6 +14,7 @@ from typing import Sequence
 from omegaconf import OmegaConf
 
 from ablate.errors import ConfigError
+from ablate.evaluate.cli import add_attention_parser, add_evaluate_parser, add_generate_parser
 from ablate.train.lock import EXIT_LOCKED, RunLocked
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
@@ -202,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("sweep_id", metavar="SWEEP_ID", help="entity/project/id")
     agent.add_argument("--count", type=int, default=None, help="stop after this many runs")
     agent.set_defaults(func=cmd_agent)
+    add_evaluate_parser(sub)
+    add_generate_parser(sub)
+    add_attention_parser(sub)
     comps = sub.add_parser("components", help="list registered components")
     comps.add_argument("kind", nargs="?", help="only this kind")
     comps.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE")

@@ -97,7 +97,9 @@ class TrainConfig:
     schedule_args: Dict[str, Any] = field(default_factory=lambda: {"warmup": 4000})
     grad_clip: Optional[float] = None  # clip the global gradient norm to this value
     val_every: int = 1000  # validate (and checkpoint) every N optimiser steps
-    keep_checkpoints: int = 0  # also keep the weights of the last k validations, for averaging (paper: 5)
+    keep_checkpoints: int = 0  # also keep the weights of the last k step checkpoints, for averaging (paper: 5)
+    checkpoint_every: Optional[int] = None  # steps between those checkpoints (None: val_every)
+    val_bleu: bool = True  # translation tasks: greedy-decode the validation split at each validation, log val/bleu
     log_every: int = 50
 
 

@@ -64,6 +64,8 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("train.betas", list(cfg.train.betas), "two numbers in [0, 1)")
     if cfg.train.keep_checkpoints < 0:
         raise ConfigError("train.keep_checkpoints", cfg.train.keep_checkpoints, "a non-negative integer")
+    if cfg.train.checkpoint_every is not None and cfg.train.checkpoint_every < 1:
+        raise ConfigError("train.checkpoint_every", cfg.train.checkpoint_every, "a positive integer, or null for val_every")
     if cfg.train.grad_clip is not None and cfg.train.grad_clip <= 0:
         raise ConfigError("train.grad_clip", cfg.train.grad_clip, "a positive number or null")
     for section, key, kind in COMPONENT_KEYS:

@@ -19,6 +19,7 @@ from ablate.errors import ConfigError
 from ablate.train.rundir import read_metrics, read_result
 
 PENDING = "pending"  # planned, no result.json yet
+TEST_SCORES = ("test/bleu",)  # top-level entries of result.json reported with the final metrics
 FINISHED = "finished"
 FAILED = "failed"
 GOALS = ("minimize", "maximize")
@@ -140,7 +141,8 @@ def read_run(sweep_dir: Path, entry: dict[str, Any], metric: str) -> RunRow:
         status=str(result.get("status", PENDING)),
         step=result.get("step"),
         parameters=result.get("parameters", entry.get("parameters")),
-        final=dict(result.get("final") or {}),
+        # test/bleu sits beside "final": `ablate evaluate` adds it once training has finished
+        final={**(result.get("final") or {}), **{k: result[k] for k in TEST_SCORES if _finite(result.get(k)) is not None}},
         best=dict(result.get("best") or {}),
         tokens_per_s=_finite(result.get("tokens_per_s")),
         wall_time_s=_finite(result.get("wall_time_s")),

@@ -20,6 +20,7 @@ from ablate.report.collect import FAILED, FINISHED, RunRow, read_plan, read_runs
 
 TABLE_METRICS = ("val/loss", "val/ppl")
 BLEU = "val/bleu"
+TEST_BLEU = "test/bleu"  # added to result.json by ``ablate evaluate``
 
 
 @dataclass(frozen=True)
@@ -137,11 +138,12 @@ class Report:
 
 
 def metric_keys(runs: Iterable[RunRow], headline: str) -> tuple[str, ...]:
-    """The metric columns: val loss and PPL, BLEU when any run has it, then the headline metric."""
+    """The metric columns: val loss and PPL, val and test BLEU when any run has them, then the headline metric."""
     runs = list(runs)
     keys = list(TABLE_METRICS)
-    if any(BLEU in run.final or BLEU in run.best for run in runs):
-        keys.append(BLEU)
+    for bleu in (BLEU, TEST_BLEU):
+        if any(bleu in run.final or bleu in run.best for run in runs):
+            keys.append(bleu)
     if headline not in keys:
         keys.append(headline)
     return tuple(keys)

@@ -10,10 +10,10 @@ import csv
 import io
 from typing import Any
 
-from ablate.report.table import BLEU, Report, Stat, VariantRow
+from ablate.report.table import BLEU, TEST_BLEU, Report, Stat, VariantRow
 
-LABELS = {"val/loss": "val loss", "val/ppl": "val PPL", BLEU: "BLEU", "val/acc": "val acc"}
-FORMATS = {"val/loss": ".3f", "val/ppl": ".2f", BLEU: ".2f", "val/acc": ".3f"}
+LABELS = {"val/loss": "val loss", "val/ppl": "val PPL", BLEU: "val BLEU", TEST_BLEU: "test BLEU", "val/acc": "val acc"}
+FORMATS = {"val/loss": ".3f", "val/ppl": ".2f", BLEU: ".2f", TEST_BLEU: ".2f", "val/acc": ".3f"}
 NUMBER = ".4g"
 MAX_ERROR = 60  # characters of an error message in the Markdown and terminal tables
 

@@ -17,8 +17,10 @@ from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger, Logger
 from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
-from ablate import registry
 from ablate.config.schema import Logger as LoggerKind
+from ablate.data import build_task
+from ablate.evaluate.average import step_checkpoint_callback
+from ablate.evaluate.callback import ValidationBleu
 from ablate.runtime import allocator_in_use
 from ablate.train.callbacks import FiniteLoss, TokenThroughput
 from ablate.train.checkpoint_io import AtomicCheckpointIO
@@ -68,10 +70,9 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
         ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="best", monitor="val/loss", mode="min", save_last=True),
         LearningRateMonitor(logging_interval="step"),
     ]
-    if t.keep_checkpoints:  # weights of the last k validations, for checkpoint averaging (section 6.1)
-        checkpoints.append(ModelCheckpoint(
-            dirpath=run_dir / "checkpoints", filename="step-{step}", auto_insert_metric_name=False, monitor="step",
-            mode="max", save_top_k=t.keep_checkpoints, save_weights_only=True))
+    if t.keep_checkpoints:  # weights of the last k step checkpoints, for checkpoint averaging (section 6.1)
+        checkpoints.append(step_checkpoint_callback(run_dir / "checkpoints", keep=t.keep_checkpoints,
+                                                    every_n_train_steps=t.checkpoint_every or t.val_every))
     kwargs: dict[str, Any] = dict(
         accelerator=tr.accelerator,
         devices=tr.devices,
@@ -123,9 +124,7 @@ def train(cfg: DictConfig) -> Path:
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     # Build first: a component that rejects its arguments fails before anything is written.
     system = TransformerSystem(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
-    data = registry.create(
-        "task", cfg.data.task, {"data": cfg.data, "seed": cfg.seed}, OmegaConf.to_container(cfg.data.task_args)
-    )
+    data = build_task(cfg)
     run_dir = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     # Under DDP the launcher (rank 0) owns the run directory; the processes it starts only train.
@@ -150,7 +149,10 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
     write(run_dir / "result.json", {**(read_result(run_dir) or {}), **result})
 
     throughput = TokenThroughput(pad_id=cfg.data.pad_id, every=cfg.train.log_every)
-    trainer = make_trainer(cfg, run_dir, [throughput, FiniteLoss(every=cfg.train.log_every)],
+    callbacks: list[pl.Callback] = [throughput, FiniteLoss(every=cfg.train.log_every)]
+    if cfg.train.val_bleu:
+        callbacks.append(ValidationBleu())  # does nothing for tasks without references
+    trainer = make_trainer(cfg, run_dir, callbacks,
                            shards_itself=getattr(data, "shards_itself", False))
     for logger in trainer.loggers:
         logger.log_hyperparams({"params/" + k: v for k, v in system.n_params.items()})
@@ -176,6 +178,6 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
             train_tokens=throughput.total_tokens,
             wall_time_s=time.time() - start,
         )
-        write(run_dir / "result.json", result)
+        write(run_dir / "result.json", result)  # whole: an earlier attempt's error or scores no longer apply
         for logger in trainer.loggers:
             logger.finalize(result["status"])

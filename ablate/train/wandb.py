@@ -20,6 +20,7 @@ from pytorch_lightning.loggers import WandbLogger
 from pytorch_lightning.loggers.logger import rank_zero_experiment
 from pytorch_lightning.utilities import rank_zero_only
 
+from ablate.config.schema import Logger as LoggerKind
 from ablate.config.schema import WandbMode
 from ablate.errors import ConfigError
 from ablate.train.rundir import config_hash, read_result, write_atomic
@@ -204,6 +205,35 @@ def record_result(logger: WandbLogger, result: dict[str, Any]) -> None:
     for part in ("best", "final"):
         summary.update({f"{part}/{k}": v for k, v in (result.get(part) or {}).items()})
     logger.experiment.summary.update(summary)
+
+
+def record_scores(cfg: DictConfig, run_dir: Path, scores: dict[str, Any]) -> bool:
+    """Add scores computed after training (``ablate evaluate``'s ``test/bleu``) to the run's W&B summary.
+
+    The run's stored W&B id is resumed, so the scores land on the same run: offline, as one more
+    segment under ``<run_dir>/wandb/`` that ``ablate sync`` uploads after the training segments.
+
+    Returns:
+        False when the run did not log to W&B (``logger: none``, mode disabled, or no stored run id).
+    """
+    run_dir = Path(run_dir).resolve()
+    stored = run_dir / RUN_ID_FILE
+    if cfg.logger != LoggerKind.wandb or not stored.is_file():
+        return False
+    w = cfg.wandb
+    mode = resolve_mode(w.mode)
+    if mode == "disabled":
+        return False
+    import wandb
+
+    run = wandb.init(project=w.project, entity=w.entity, group=w.group or cfg.name, name=w.name or cfg.name,
+                     job_type=w.job_type, id=stored.read_text().strip(), resume="allow", dir=str(run_dir), mode=mode,
+                     settings=_settings(), reinit="create_new")
+    try:
+        run.summary.update(scores)
+    finally:
+        run.finish()
+    return True
 
 
 def log_table(*, project: str, entity: str | None, group: str, name: str, columns: list[str],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import json
 import math
 import re
 import shutil
@@ -81,7 +82,7 @@ def test_a_variant_without_a_finished_run_is_pending_not_zero(report):
     assert h16.status == "pending" and h16.n_finished == 0 and h16.n_failed == 0
     assert all(stat is None for stat in h16.metrics.values()) and h16.delta is None and h16.tokens_per_s is None
     cells = dict(zip(display_headers(report), display_cells(report, h16)))
-    assert [cells[k] for k in ("val loss", "val PPL", "BLEU")] == ["pending"] * 3
+    assert [cells[k] for k in ("val loss", "val PPL", "val BLEU")] == ["pending"] * 3
     assert cells["Δ val loss"] == cells["tokens/s"] == cells["wall time"] == "—" and cells["runs"] == "0/2"
     assert not any(re.fullmatch(r"[+-]?0(\.0+)?", cell) for cell in cells.values())
     assert [run.status for run in h16.runs] == ["pending", "running"]
@@ -107,6 +108,18 @@ def test_bleu_is_a_column_only_when_a_run_logged_it(fabricate):
     report = build_report(fabricate(bleu=False))
     assert report.metric_keys == ("val/loss", "val/ppl") and not report.has_bleu
     assert "BLEU" not in format_markdown(report) and "BLEU" not in format_terminal(report)
+
+
+def test_test_bleu_from_ablate_evaluate_is_a_column(fabricate):
+    sweep = fabricate()
+    for rid, score in (("base-s0", 30.0), ("base-s1", 32.0), ("h1-s0", 25.0)):
+        path = sweep / "runs" / rid / "result.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "test/bleu": score}))  # as evaluate_run merges it
+    report = build_report(sweep)
+    assert report.metric_keys == ("val/loss", "val/ppl", "val/bleu", "test/bleu")
+    cells = dict(zip(display_headers(report), display_cells(report, variant(report, "base"))))
+    assert cells["test BLEU"] == "31.00 ± 1.41" and cells["val BLEU"] == "22.00 ± 2.00"
+    assert "test BLEU" in format_markdown(report)
 
 
 def test_a_headline_metric_outside_the_table_gets_its_own_column(fabricate):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -97,6 +98,17 @@ def test_a_resumed_run_dir_continues_the_same_wandb_run(resumed_run):
     assert second.config["train.max_steps"] == 9
     assert max(row["trainer/global_step"] for row in second.history) == 8
     assert second.summary["step"] == 9
+
+
+def test_scores_from_after_training_join_the_same_wandb_run(resumed_run, no_credentials, tmp_path):
+    run_dir = Path(shutil.copytree(resumed_run / "run", tmp_path / "run"))  # the shared run keeps its 2 segments
+    cfg = ablate.load_config(run_dir / "config.yaml")
+    assert wb.record_scores(cfg, run_dir, {"test/bleu": 12.5, "test/bleu_signature": "nrefs:1|tok:13a"})
+    wandb.teardown()
+    *training, scores = _segments(tmp_path)
+    assert scores.run.run_id == training[0].run.run_id and len(training) == 2
+    assert scores.summary["test/bleu"] == 12.5 and scores.summary["test/bleu_signature"] == "nrefs:1|tok:13a"
+    assert not wb.record_scores(OmegaConf.merge(cfg, {"logger": "none"}), run_dir, {"test/bleu": 1.0})
 
 
 def test_auto_mode_is_offline_without_a_key(no_credentials):

@@ -1,0 +1,30 @@
+"""Evaluation: sacreBLEU on decoded translations, checkpoint averaging, ``ablate evaluate``, val/bleu in training.
+
+Names are imported on first use, so that ``ablate.evaluate.cli`` (loaded by every ``ablate``
+command) does not import Lightning and sacreBLEU up front.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Bleu": "bleu",
+    "corpus_bleu": "bleu",
+    "detokenize": "bleu",
+    "average_checkpoints": "average",
+    "step_checkpoint_callback": "average",
+    "step_checkpoints": "average",
+    "ValidationBleu": "callback",
+    "evaluate_run": "evaluate",
+    "add_evaluate_parser": "cli",
+}
+__all__ = ["Bleu", "ValidationBleu", "add_evaluate_parser", "average_checkpoints", "corpus_bleu", "detokenize",
+           "evaluate_run", "step_checkpoint_callback", "step_checkpoints"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'ablate.evaluate' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"ablate.evaluate.{_EXPORTS[name]}"), name)

@@ -1,0 +1,106 @@
+"""Subcommands that read a trained run: ``evaluate`` (BLEU), ``generate`` (sample or translate), ``attention`` (PNG grid).
+
+    ablate evaluate RUN_DIR [--split test] [--beam 4] [--alpha 0.6] [--average-last K]
+    ablate generate RUN_DIR --prompt "..." [--max-new-tokens 200] [--temperature 0.8] [--top-k 50] [--seed 0]
+    ablate attention RUN_DIR --text "..." [--target "..."] [--out PNG]
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Callable
+
+from ablate.errors import ConfigError
+
+
+def _require(args: argparse.Namespace, checks: dict[str, tuple[Callable[[Any], bool], str]]) -> None:
+    """One ConfigError naming the first option whose value fails its check (before any model is loaded)."""
+    for option, (ok, allowed) in checks.items():
+        value = getattr(args, option.lstrip("-").replace("-", "_"))
+        if value is not None and not ok(value):
+            raise ConfigError(option, value, allowed, "command line")
+
+
+POSITIVE = (lambda v: v >= 1, "a positive integer")
+NON_NEGATIVE = (lambda v: v >= 0, "a non-negative number")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Translate, score, record; print sacreBLEU's line, then the translations' path."""
+    from ablate.evaluate.evaluate import evaluate_run
+
+    _require(args, {"--beam": POSITIVE, "--alpha": NON_NEGATIVE, "--batch-tokens": POSITIVE, "--average-last": NON_NEGATIVE})
+    out = evaluate_run(args.run_dir, split=args.split, beam=args.beam, alpha=args.alpha, average_last=args.average_last,
+                       batch_tokens=args.batch_tokens, checkpoint=args.checkpoint, device=args.device)
+    print(out["decode"]["sacrebleu"])
+    print(out["decode"]["translations"])
+    return 0
+
+
+def add_evaluate_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``evaluate`` on the ``ablate`` command's subparsers; its ``func`` is :func:`cmd_evaluate`."""
+    p = subparsers.add_parser("evaluate", help="translate a split with a trained run and score it with sacreBLEU")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (config.yaml, checkpoints/)")
+    p.add_argument("--split", default="test", choices=["test", "val"], help="test or val (default: test)")
+    p.add_argument("--beam", type=int, default=4, help="beam size; 1 = greedy (default: 4, section 6.1)")
+    p.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent (default: 0.6)")
+    p.add_argument("--batch-tokens", type=int, default=8192, help="source tokens per batch, all beams counted")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    _weights_options(p)
+    p.set_defaults(func=cmd_evaluate)
+    return p
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """Print the prompt's continuation (LM run) or its translation (translation run)."""
+    from ablate.evaluate.generate import generate_run
+
+    _require(args, {"--beam": POSITIVE, "--max-new-tokens": NON_NEGATIVE, "--temperature": NON_NEGATIVE,
+                    "--top-k": NON_NEGATIVE, "--average-last": NON_NEGATIVE})
+    print(generate_run(args.run_dir, args.prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                       top_k=args.top_k or None, seed=args.seed, beam=args.beam, checkpoint=args.checkpoint,
+                       average_last=args.average_last, device=args.device))
+    return 0
+
+
+def cmd_attention(args: argparse.Namespace) -> int:
+    """Write the attention grid; print its path."""
+    from ablate.evaluate.attention_plot import plot_attention
+
+    print(plot_attention(args.run_dir, args.text, args.out, target=args.target, checkpoint=args.checkpoint))
+    return 0
+
+
+def _weights_options(p: argparse.ArgumentParser, average: bool = True) -> None:
+    p.add_argument("--checkpoint", default="best", choices=["best", "last"], help="which checkpoint (default: best)")
+    if average:
+        p.add_argument("--average-last", type=int, default=0, metavar="K",
+                       help="average the last K step checkpoints instead of --checkpoint (the paper: 5)")
+
+
+def add_generate_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``generate``; its ``func`` is :func:`cmd_generate`."""
+    p = subparsers.add_parser("generate", help="sample text from an LM run, or translate a sentence with a translation run")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (config.yaml, checkpoints/)")
+    p.add_argument("--prompt", required=True, help="text to continue (LM) or to translate")
+    p.add_argument("--max-new-tokens", type=int, default=200, help="LM: tokens to sample (default: 200)")
+    p.add_argument("--temperature", type=float, default=0.8, help="LM: sampling temperature; 0 = greedy (default: 0.8)")
+    p.add_argument("--top-k", type=int, default=50, help="LM: sample among the k likeliest tokens; 0 = all (default: 50)")
+    p.add_argument("--seed", type=int, default=0, help="LM: random seed of the sample (default: 0)")
+    p.add_argument("--beam", type=int, default=4, help="translation: beam size; 1 = greedy (default: 4)")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    _weights_options(p)
+    p.set_defaults(func=cmd_generate)
+    return p
+
+
+def add_attention_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``attention``; its ``func`` is :func:`cmd_attention`."""
+    p = subparsers.add_parser("attention", help="draw every head's attention weights for one input as a PNG grid")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (config.yaml, checkpoints/)")
+    p.add_argument("--text", required=True, help="the source sentence (translation) or text (LM)")
+    p.add_argument("--target", default=None, help="translation: the target to attend over (default: the model's translation)")
+    p.add_argument("--out", default=None, help="the PNG to write (default: RUN_DIR/attention.png)")
+    _weights_options(p, average=False)
+    p.set_defaults(func=cmd_attention)
+    return p

@@ -1,0 +1,87 @@
+"""``ablate generate``: see what a trained variant learned.
+
+A language-model run continues the prompt by sampling (temperature, top-k, seeded); a translation
+run translates it (beam search as in section 6.1, or greedy).
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig
+
+from ablate.config.schema import Arch
+from ablate.data import build_task
+from ablate.decode import sample, translate
+from ablate.errors import ConfigError
+from ablate.evaluate.bleu import detokenize
+from ablate.evaluate.load import load_run_model, translation_task
+
+
+def _warn_if_retrained(data, cfg: DictConfig) -> None:
+    if not data.tokenizer.from_cache:
+        warnings.warn(f"the tokenizer was trained again (none cached under data.cache_dir={cfg.data.cache_dir}); "
+                      "if it differs from the run's, the output is wrong", stacklevel=3)
+
+
+def lm_prompt_ids(prompt: str, tokenizer) -> list[int]:
+    """The prompt as the LM's stream holds a text file: after an EOS (a line starts, as every line
+    but the first does in training), each line's ids, lines separated by EOS."""
+    ids = [tokenizer.eos_id]
+    for i, line in enumerate(prompt.split("\n")):
+        ids += ([tokenizer.eos_id] if i else []) + (tokenizer.encode(line) if line else [])
+    return ids
+
+
+def generate_run(
+    run_dir: str | Path,
+    prompt: str,
+    *,
+    max_new_tokens: int = 200,
+    temperature: float = 0.8,
+    top_k: int | None = 50,
+    seed: int = 0,
+    beam: int = 4,
+    alpha: float = 0.6,
+    checkpoint: str = "best",
+    average_last: int = 0,
+    device: str | None = None,
+) -> str:
+    """Continue ``prompt`` with a language-model run, or translate it with a translation run.
+
+    Args:
+        run_dir: a finished (or checkpointed) run directory.
+        prompt: text; for an LM a line break is a line break of the training text.
+        max_new_tokens, temperature, top_k, seed: sampling (LM runs); temperature 0 is greedy.
+        beam, alpha: beam search (translation runs); beam 1 is greedy.
+        checkpoint, average_last: which weights (as for ``ablate evaluate``).
+        device: where to run; default CUDA when available, else the CPU.
+
+    Returns:
+        The prompt and its continuation (LM), or the translation.
+
+    Raises:
+        ConfigError: not a run directory, a missing checkpoint, or a prompt with no tokens.
+    """
+    cfg, model, _ = load_run_model(run_dir, average_last=average_last, checkpoint=checkpoint)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model = model.to(device)
+    d = cfg.data
+    if cfg.model.arch == Arch.encoder_decoder:
+        data = translation_task(cfg)
+        _warn_if_retrained(data, cfg)
+        src = data.tokenizer.encode(" ".join(prompt.split()))
+        (hypothesis,) = translate(model, [src], bos_id=d.bos_id, eos_id=d.eos_id, pad_id=d.pad_id, beam=beam,
+                                  alpha=alpha)
+        return detokenize([hypothesis], data.tokenizer)[0]
+    data = build_task(cfg)
+    _warn_if_retrained(data, cfg)
+    if not prompt.strip():
+        raise ConfigError("--prompt", prompt, "text with at least one token", "command line")
+    ids = lm_prompt_ids(prompt, data.tokenizer)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    new = sample(model, ids, max_new_tokens=max_new_tokens, context=d.max_len, temperature=temperature,
+                 top_k=top_k, generator=generator)
+    return data.decode_text(ids[1:] + new)  # without the leading EOS

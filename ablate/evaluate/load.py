@@ -1,0 +1,60 @@
+"""A trained run, read back from its directory: its config, its model with a checkpoint's (or an
+average's) weights, and its data module (for the tokenizer and the references)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytorch_lightning as pl
+from omegaconf import DictConfig
+from torch import nn
+
+from ablate.config import load_config
+from ablate.config.schema import Arch
+from ablate.data import build_task
+from ablate.errors import ConfigError
+from ablate.evaluate.average import average_checkpoints, last_checkpoints, load_state_dict
+from ablate.model import build_model
+
+MODEL_PREFIX = "model."  # TransformerSystem keeps the plain model as ``self.model``
+
+
+def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: str = "best") -> tuple[DictConfig, nn.Module, list[Path]]:
+    """The run's config and its model in fp32 eval mode on the CPU, with the weights of
+    ``checkpoints/<checkpoint>.ckpt``, or the average of the last ``average_last`` step checkpoints.
+
+    Returns:
+        The config, the model, and the checkpoint files its weights come from.
+
+    Raises:
+        ConfigError: no config.yaml, a missing checkpoint, or too few step checkpoints.
+    """
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError("RUN_DIR", str(run_dir), "a run directory holding config.yaml", "command line")
+    cfg = load_config(run_dir / "config.yaml")
+    if average_last:
+        paths = last_checkpoints(run_dir, average_last)
+        state = average_checkpoints(paths)
+    else:
+        paths = [run_dir / "checkpoints" / f"{checkpoint}.ckpt"]
+        if not paths[0].is_file():
+            raise ConfigError("--checkpoint", checkpoint, f"a checkpoint in {paths[0].parent} (best, last)")
+        state = load_state_dict(paths[0])
+    model = build_model(cfg)
+    model.load_state_dict({k[len(MODEL_PREFIX):]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)})
+    return cfg, model.float().eval(), paths
+
+
+def translation_task(cfg: DictConfig) -> pl.LightningDataModule:
+    """The data module of a translation run (one with references).
+
+    Raises:
+        ConfigError: the run is not an encoder-decoder on a translation task.
+    """
+    if cfg.model.arch != Arch.encoder_decoder:
+        raise ConfigError("model.arch", str(cfg.model.arch.value), "encoder_decoder: a translation model")
+    data = build_task(cfg)
+    if not hasattr(data, "references"):
+        raise ConfigError("data.task", cfg.data.task, "a translation task with references (e.g. parallel_text)")
+    return data

@@ -1,0 +1,62 @@
+"""End to end on a slice of Multi30k: train a tiny model, log val/bleu while training, keep the last
+step checkpoints (``train.keep_checkpoints``), then ``evaluate_run`` and ``ablate evaluate`` translate,
+score and record."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from ablate.errors import ConfigError
+from ablate.evaluate import add_evaluate_parser, evaluate_run, step_checkpoints
+from ablate.train.rundir import read_metrics
+
+TEST_LINES = 1000  # test_2016_flickr
+
+
+def _result(run_dir: Path) -> dict:
+    return json.loads((run_dir / "result.json").read_text())
+
+
+def test_val_bleu_is_logged_at_every_validation_and_the_last_steps_are_kept(run_dir):
+    assert [r["step"] for r in read_metrics(run_dir) if "val/bleu" in r] == [5, 11]
+    assert [p.name for p in step_checkpoints(run_dir)] == ["step-8.ckpt", "step-12.ckpt"]
+
+
+def test_evaluate_run_writes_translations_and_merges_bleu_into_the_result(run_dir):
+    out = evaluate_run(run_dir, beam=2, max_len_b=5)
+    lines = (run_dir / "translations.test.txt").read_text().split("\n")
+    assert len(lines) == TEST_LINES + 1 and lines[-1] == ""  # one line per sentence, newline-terminated
+    result = _result(run_dir)
+    assert result["status"] == "finished" and "final" in result  # merged, not replaced
+    assert result["test/bleu"] == out["test/bleu"] and 0.0 <= result["test/bleu"] <= 100.0
+    assert result["test/bleu_signature"].startswith("nrefs:1|") and "tok:13a" in result["test/bleu_signature"]
+    decode = result["decode"]
+    assert decode["beam"] == 2 and decode["alpha"] == 0.6 and decode["checkpoints"] == ["best.ckpt"]
+    assert decode["sentences"] == TEST_LINES and decode["translations"] == str(run_dir / "translations.test.txt")
+
+
+def test_evaluate_run_averages_the_last_checkpoints(run_dir):
+    out = evaluate_run(run_dir, split="val", beam=1, average_last=2, max_len_b=5)
+    assert out["decode"]["checkpoints"] == [p.name for p in step_checkpoints(run_dir)] and out["decode"]["search"] == "greedy"
+    assert len((run_dir / "translations.val.txt").read_text().splitlines()) == 40
+    assert "val/bleu" in _result(run_dir)
+    with pytest.raises(ConfigError, match="average-last=3"):
+        evaluate_run(run_dir, average_last=3)
+
+
+def test_the_evaluate_command_prints_the_bleu_line_and_the_translations(run_dir, capsys):
+    parser = argparse.ArgumentParser(prog="ablate")
+    add_evaluate_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["evaluate", str(run_dir), "--split", "val", "--beam", "1"])
+    assert args.func(args) == 0
+    bleu_line, path = capsys.readouterr().out.strip().splitlines()
+    assert bleu_line.startswith("BLEU|nrefs:1|") and path == str(run_dir / "translations.val.txt")
+
+
+def test_a_folder_without_a_run_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="RUN_DIR"):
+        evaluate_run(tmp_path)
