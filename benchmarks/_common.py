@@ -244,16 +244,17 @@ def real_tokens(batch: dict[str, Any], pad_id: int = 0) -> int:
 
 
 def train_step(model: Any, forward: Callable[[dict], Any], *, precision: str, device: str = "cpu",
-               label_smoothing: float = 0.1, pad_id: int = 0) -> Callable[[dict], Any]:
+               label_smoothing: float = 0.1, pad_id: int = 0, fused_adam: bool = False) -> Callable[[dict], Any]:
     """One optimiser step on a batch, as ``ablate train`` takes it: forward, label-smoothed
     cross-entropy ignoring padding, backward, Adam(0.9, 0.98, 1e-9) step. ``precision``: fp32 or bf16
-    (autocast to bfloat16 around forward and loss, like Lightning's ``bf16-mixed``)."""
+    (autocast to bfloat16 around forward and loss, like Lightning's ``bf16-mixed``). ``fused_adam``:
+    PyTorch's fused Adam (what ``ablate train`` uses) instead of its default implementation."""
     import torch
     import torch.nn.functional as F
     from torch.profiler import record_function
 
     model.train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=fused_adam or None)
 
     def step(batch: dict) -> Any:
         with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):

@@ -30,8 +30,7 @@ def child(cache: str, data_path: str, again: bool) -> None:
     import datasets
 
     import ablate
-    from ablate import registry
-    from omegaconf import OmegaConf
+    from ablate.data import build_task
 
     datasets.disable_progress_bars()
     cfg = ablate.load_config(C.REPO / "configs/multi30k.yaml", [f"data.path={data_path}", f"data.cache_dir={cache}"])
@@ -39,8 +38,7 @@ def child(cache: str, data_path: str, again: bool) -> None:
     for attempt in range(2 if again else 1):
         t = {"imports": imports if attempt == 0 else 0.0}
         start = time.perf_counter()
-        data = registry.create("task", cfg.data.task, {"data": cfg.data, "seed": cfg.seed},
-                               OmegaConf.to_container(cfg.data.task_args))
+        data = build_task(cfg)
         data.prepare_data()
         t["tokenizer"] = time.perf_counter() - start
         data.setup("fit")

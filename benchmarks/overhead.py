@@ -32,6 +32,7 @@ from torch.utils.data import DataLoader
 import _common as C
 import ablate
 from ablate import registry
+from ablate.data import build_task
 from ablate.train.callbacks import FiniteLoss, TokenThroughput
 from ablate.train.run import make_trainer, resolve_precision
 from ablate.train.system import TransformerSystem
@@ -56,8 +57,7 @@ class StepStarts(pl.Callback):
 def materialise(cfg, n: int, max_tokens: int | None) -> list[dict]:
     if max_tokens is not None:  # Multi30k-sized batches without tokenising Multi30k
         return C.synthetic_batches(n, max_tokens=max_tokens, vocab_size=cfg.data.vocab_size)
-    data = registry.create("task", cfg.data.task, {"data": cfg.data, "seed": cfg.seed},
-                           OmegaConf.to_container(cfg.data.task_args))
+    data = build_task(cfg)
     data.setup("fit")
     loader = iter(data.train_dataloader())
     return [next(loader) for _ in range(n)]

@@ -15,12 +15,10 @@ from __future__ import annotations
 import tempfile
 
 import numpy as np
-from omegaconf import OmegaConf
 
 import _common as C
 import ablate
-from ablate import registry
-from ablate.data.batching import pack
+from ablate.data import build_task
 
 DATA = "/work/shared/data/multi30k"
 
@@ -51,22 +49,6 @@ def random_batches(data, size: int, seed: int):
         yield data.collate(list(zip(rows["src_ids"], rows["tgt_ids"])))
 
 
-def what_if(data, max_tokens: int, seed: int) -> dict[str, float]:
-    """Padding if the sampler broke ties in max(S, T+1) by S, then T+1 (lengths only, same packing)."""
-    cols = data.encoded("train").select_columns(["src_len", "tgt_len"]).with_format("numpy")[:]
-    src, tgt = cols["src_len"], cols["tgt_len"] + 1  # tgt_ids = [BOS] + y
-    key = np.maximum(src, tgt)
-    rng = np.random.default_rng(seed)
-    order = np.lexsort((rng.random(len(key)), tgt, src, key))  # last key sorts first
-    batches = [np.asarray(b) for b in pack(order, key, max_tokens)]
-    slots = {"src": sum(len(b) * src[b].max() for b in batches), "tgt": sum(len(b) * tgt[b].max() for b in batches)}
-    real = {"src": src.sum(), "tgt": tgt.sum()}
-    pct = {side: 100 * (1 - real[side] / slots[side]) for side in real}
-    pct["combined"] = 100 * (1 - sum(real.values()) / sum(slots.values()))
-    return {"padding_pct": pct, "batches": len(batches), "sentences_per_batch": len(key) / len(batches),
-            "slots_per_batch": float(np.mean([len(b) * key[b].max() for b in batches]))}
-
-
 def main() -> None:
     args = C.parse_args(__doc__, lambda p: p.add_argument("--data", default=DATA))
     epochs = 1 if args.quick else 3
@@ -79,8 +61,7 @@ def main() -> None:
         settings = {"data": args.data, "config": "configs/multi30k.yaml", "max_tokens": cfg.data.max_tokens,
                     "max_len": cfg.data.max_len, "vocab_size": cfg.data.vocab_size, "epochs": epochs}
         info = C.print_header("padding: token batching vs random fixed-size batches (Multi30k train)", settings)
-        data = registry.create("task", cfg.data.task, {"data": cfg.data, "seed": cfg.seed},
-                               OmegaConf.to_container(cfg.data.task_args))
+        data = build_task(cfg)
         data.prepare_data()
         data.setup("fit")
         print(f"train pairs after the length filter: {len(data.encoded('train'))}")
@@ -90,10 +71,8 @@ def main() -> None:
             loader.sampler.set_epoch(epoch)
             token = count(loader)
             fixed = count(random_batches(data, round(token["sentences_per_batch"]), seed=epoch))
-            alt = what_if(data, cfg.data.max_tokens, seed=epoch)
-            results[f"epoch {epoch}"] = {"token_batching": token, "random_fixed_size": fixed,
-                                         "what_if_sort_by_both": alt}
-            for name, r in (("token batching", token), ("random fixed-size", fixed), ("what-if: ties by S, T", alt)):
+            results[f"epoch {epoch}"] = {"token_batching": token, "random_fixed_size": fixed}
+            for name, r in (("token batching", token), ("random fixed-size", fixed)):
                 p = r["padding_pct"]
                 rows.append([epoch, name, r["batches"], r["sentences_per_batch"], r["slots_per_batch"],
                              p["src"], p["tgt"], p["combined"]])
@@ -107,9 +86,6 @@ def main() -> None:
         print(f"{side:>8}: token batching {s['token_batching']:.2f} % padding, random fixed-size "
               f"{s['random_fixed_size']:.2f} % ({s['random_fixed_size'] / max(s['token_batching'], 1e-9):.1f}x more)"
               + (" -- goal <= 5 %" if side == "combined" else ""))
-    alt = C.median([r["what_if_sort_by_both"]["padding_pct"]["combined"] for r in results.values()])
-    print(f"what-if: breaking ties in max(S, T+1) by S then T+1 would give {alt:.2f} % combined padding")
-    summary["combined"]["what_if_sort_by_both"] = alt
     results["summary_median_over_epochs"] = summary
     C.emit("padding", info, settings, results)
 

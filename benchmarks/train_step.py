@@ -5,6 +5,9 @@ token-batched, padded batches, interleaved in one process, in fp32 and bf16 auto
 bf16-mixed). The baselines get what ablate's model has: shared source/target/output embeddings scaled
 by sqrt(d_model), sinusoidal positions, dropout on the embedding sums and sub-layer outputs only,
 post-norm, ReLU, no final stack norm, key-padding masks on both sides, a causal decoder mask.
+ablate steps with the optimiser ``ablate train`` uses (fused Adam); the peers with torch.optim.Adam
+as a plain script creates it. ``nn.Transformer+fused`` is nn.Transformer given the fused Adam too,
+to separate the optimiser's share of the difference from the model's.
 
     python benchmarks/train_step.py [--quick] [--threads N] [--profile] [--stock-nn] [--configs small,base]
 
@@ -105,9 +108,12 @@ def build(name: str, cfg) -> nn.Module | None:
 
 def run_group(config: str, precision: str, tokens: int, rounds: int, models: dict, cfg, device: str, args) -> dict:
     batches = C.to_device(C.synthetic_batches(rounds + 1, max_tokens=tokens, vocab_size=cfg.data.vocab_size), device)
-    labels = [(n, precision) for n in models] + ([("ablate", "fp32")] if precision == "bf16" else [])
-    steps = {f"{n} {p}": C.train_step(models[n], lambda b, m=models[n]: m(b["src_ids"], b["tgt_ids"]), precision=p,
-                                      device=device) for n, p in labels}
+    labels = [(n, precision) for n in models] + [("nn.Transformer+fused", precision)]
+    labels += [("ablate", "fp32")] if precision == "bf16" else []
+    steps = {f"{n} {p}": C.train_step(models[n.removesuffix("+fused")],
+                                      lambda b, m=models[n.removesuffix("+fused")]: m(b["src_ids"], b["tgt_ids"]),
+                                      precision=p, device=device, fused_adam=n == "ablate" or n.endswith("+fused"))
+             for n, p in labels}
     print(f"\n[{config} {precision}] {CONFIGS[config]}: d_model {cfg.model.d_model}, {cfg.model.n_layers}+"
           f"{cfg.model.n_layers} layers, vocab {cfg.data.vocab_size}, ~{tokens} tokens/batch, target shapes "
           f"{[tuple(b['tgt_ids'].shape) for b in batches]}, {rounds} rounds after 1 warmup")
@@ -145,7 +151,7 @@ def main() -> None:
     native = C.bf16_native()
     settings = {"device": device, "configs": args.configs, "quick": args.quick,
                 "x_transformers": C.version_of("x-transformers"),
-                "step": "fwd + CE(ls 0.1) + bwd + Adam",
+                "step": "fwd + CE(ls 0.1) + bwd + Adam (ablate: fused, as ablate train; peers: torch default)",
                 "batches": "synthetic Multi30k-like lengths packed by TokenBatchSampler", "native_bf16": native}
     info = C.print_header("train_step: ablate vs torch.nn.Transformer", settings)
     results: dict = {}
