@@ -21,6 +21,13 @@ def _require(args: argparse.Namespace, checks: dict[str, tuple[Callable[[Any], b
             raise ConfigError(option, value, allowed, "command line")
 
 
+def _quiet() -> None:
+    """No progress bars from ``datasets`` while a run's splits are read back: the output is the result."""
+    import datasets
+
+    datasets.disable_progress_bars()
+
+
 POSITIVE = (lambda v: v >= 1, "a positive integer")
 NON_NEGATIVE = (lambda v: v >= 0, "a non-negative number")
 
@@ -29,6 +36,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     """Translate, score, record; print sacreBLEU's line, then the translations' path."""
     from ablate.evaluate.evaluate import evaluate_run
 
+    _quiet()
     _require(args, {"--beam": POSITIVE, "--alpha": NON_NEGATIVE, "--batch-tokens": POSITIVE, "--average-last": NON_NEGATIVE})
     out = evaluate_run(args.run_dir, split=args.split, beam=args.beam, alpha=args.alpha, average_last=args.average_last,
                        batch_tokens=args.batch_tokens, checkpoint=args.checkpoint, device=args.device)
@@ -55,6 +63,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     """Print the prompt's continuation (LM run) or its translation (translation run)."""
     from ablate.evaluate.generate import generate_run
 
+    _quiet()
     _require(args, {"--beam": POSITIVE, "--max-new-tokens": NON_NEGATIVE, "--temperature": NON_NEGATIVE,
                     "--top-k": NON_NEGATIVE, "--average-last": NON_NEGATIVE})
     print(generate_run(args.run_dir, args.prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
@@ -67,6 +76,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
     """Write the attention grid; print its path."""
     from ablate.evaluate.attention_plot import plot_attention
 
+    _quiet()
     print(plot_attention(args.run_dir, args.text, args.out, target=args.target, checkpoint=args.checkpoint))
     return 0
 
