@@ -17,11 +17,10 @@ import torch
 from matplotlib.figure import Figure
 
 from ablate.config.schema import Arch
-from ablate.data import build_task
 from ablate.decode import translate
 from ablate.errors import ConfigError
 from ablate.evaluate.generate import lm_prompt_ids
-from ablate.evaluate.load import load_run_model, translation_task
+from ablate.evaluate.load import load_run_model, run_task, translation_task
 from ablate.model import attention_weights
 
 LABELS_UP_TO = 40  # tokens: longer inputs get no tick labels
@@ -51,11 +50,10 @@ def collect(run_dir: str | Path, text: str, *, target: str | None = None, checkp
     Raises:
         ConfigError: not a run directory, a missing checkpoint, or a text with no tokens.
     """
-    cfg, model, _ = load_run_model(run_dir, checkpoint=checkpoint)
+    cfg, model, _ = load_run_model(run_dir, checkpoint=checkpoint, device="cpu")
     d = cfg.data
     if cfg.model.arch == Arch.encoder_decoder:
-        data = translation_task(cfg)
-        tok = data.tokenizer
+        tok = translation_task(cfg).tokenizer
         src = tok.encode(" ".join(text.split()))
         if not src:
             raise ConfigError("--text", text, "text with at least one token", "command line")
@@ -68,8 +66,7 @@ def collect(run_dir: str | Path, text: str, *, target: str | None = None, checkp
             model(torch.tensor([src]), torch.tensor([tgt_in]))
         sides = {"encoder": _pieces(tok, src), "decoder": _pieces(tok, tgt_in)}
     else:
-        data = build_task(cfg)
-        tok = data.tokenizer
+        tok = run_task(cfg).tokenizer
         if not text.strip():
             raise ConfigError("--text", text, "text with at least one token", "command line")
         ids = lm_prompt_ids(text, tok)[1:][-d.max_len:]  # the text's own tokens, no leading EOS

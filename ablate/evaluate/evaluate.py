@@ -8,11 +8,9 @@ run's ``result.json`` (and, when the run logged to W&B, into that run's summary)
 from __future__ import annotations
 
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
-import torch
 
 from ablate.decode import translate
 from ablate.evaluate.bleu import corpus_bleu, detokenize
@@ -54,16 +52,12 @@ def evaluate_run(
         ConfigError: not a run directory, not a translation run, or a missing checkpoint.
     """
     run_dir = Path(run_dir)
-    cfg, model, paths = load_run_model(run_dir, average_last=average_last, checkpoint=checkpoint)
+    cfg, model, paths = load_run_model(run_dir, average_last=average_last, checkpoint=checkpoint, device=device)
     data = translation_task(cfg)
     sources, references = list(data.encoded(split)["src_ids"]), data.references(split)
-    if not data.tokenizer.from_cache:
-        warnings.warn(f"the tokenizer was trained again (none cached under data.cache_dir={cfg.data.cache_dir}); "
-                      "if it differs from the run's, the translations are wrong", stacklevel=2)
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     settings = dict(beam=beam, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b)
     start = time.perf_counter()
-    hypotheses = translate(model.to(device), sources, bos_id=cfg.data.bos_id, eos_id=cfg.data.eos_id,
+    hypotheses = translate(model, sources, bos_id=cfg.data.bos_id, eos_id=cfg.data.eos_id,
                            pad_id=cfg.data.pad_id, batch_tokens=batch_tokens, **settings)
     seconds = time.perf_counter() - start
     texts = detokenize(hypotheses, data.tokenizer)
@@ -76,7 +70,7 @@ def evaluate_run(
         "decode": {
             "split": split, **settings, "search": "beam" if beam > 1 else "greedy",
             "checkpoints": [p.name for p in paths], "average_last": average_last, "precision": "fp32",
-            "device": str(device), "sentences": len(texts), "seconds": seconds, "sacrebleu": bleu.line,
+            "device": str(next(model.parameters()).device), "sentences": len(texts), "seconds": seconds, "sacrebleu": bleu.line,
             "translations": str(path),
         },
     }

@@ -6,24 +6,15 @@ run translates it (beam search as in section 6.1, or greedy).
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig
 
 from ablate.config.schema import Arch
-from ablate.data import build_task
 from ablate.decode import sample, translate
 from ablate.errors import ConfigError
 from ablate.evaluate.bleu import detokenize
-from ablate.evaluate.load import load_run_model, translation_task
-
-
-def _warn_if_retrained(data, cfg: DictConfig) -> None:
-    if not data.tokenizer.from_cache:
-        warnings.warn(f"the tokenizer was trained again (none cached under data.cache_dir={cfg.data.cache_dir}); "
-                      "if it differs from the run's, the output is wrong", stacklevel=3)
+from ablate.evaluate.load import load_run_model, run_task, translation_task
 
 
 def lm_prompt_ids(prompt: str, tokenizer) -> list[int]:
@@ -65,23 +56,19 @@ def generate_run(
     Raises:
         ConfigError: not a run directory, a missing checkpoint, or a prompt with no tokens.
     """
-    cfg, model, _ = load_run_model(run_dir, average_last=average_last, checkpoint=checkpoint)
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model = model.to(device)
+    cfg, model, _ = load_run_model(run_dir, average_last=average_last, checkpoint=checkpoint, device=device)
     d = cfg.data
     if cfg.model.arch == Arch.encoder_decoder:
         data = translation_task(cfg)
-        _warn_if_retrained(data, cfg)
         src = data.tokenizer.encode(" ".join(prompt.split()))
         (hypothesis,) = translate(model, [src], bos_id=d.bos_id, eos_id=d.eos_id, pad_id=d.pad_id, beam=beam,
                                   alpha=alpha)
         return detokenize([hypothesis], data.tokenizer)[0]
-    data = build_task(cfg)
-    _warn_if_retrained(data, cfg)
+    data = run_task(cfg)
     if not prompt.strip():
         raise ConfigError("--prompt", prompt, "text with at least one token", "command line")
     ids = lm_prompt_ids(prompt, data.tokenizer)
-    generator = torch.Generator(device=device).manual_seed(seed)
+    generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
     new = sample(model, ids, max_new_tokens=max_new_tokens, context=d.max_len, temperature=temperature,
                  top_k=top_k, generator=generator)
     return data.decode_text(ids[1:] + new)  # without the leading EOS

@@ -3,9 +3,11 @@ average's) weights, and its data module (for the tokenizer and the references)."
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytorch_lightning as pl
+import torch
 from omegaconf import DictConfig
 from torch import nn
 
@@ -19,9 +21,11 @@ from ablate.model import build_model
 MODEL_PREFIX = "model."  # TransformerSystem keeps the plain model as ``self.model``
 
 
-def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: str = "best") -> tuple[DictConfig, nn.Module, list[Path]]:
-    """The run's config and its model in fp32 eval mode on the CPU, with the weights of
-    ``checkpoints/<checkpoint>.ckpt``, or the average of the last ``average_last`` step checkpoints.
+def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: str = "best",
+                   device: str | None = None) -> tuple[DictConfig, nn.Module, list[Path]]:
+    """The run's config and its model in fp32 eval mode on ``device`` (default: CUDA when available, else
+    the CPU), with the weights of ``checkpoints/<checkpoint>.ckpt``, or the average of the last
+    ``average_last`` step checkpoints.
 
     Returns:
         The config, the model, and the checkpoint files its weights come from.
@@ -43,18 +47,29 @@ def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: st
         state = load_state_dict(paths[0])
     model = build_model(cfg)
     model.load_state_dict({k[len(MODEL_PREFIX):]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)})
-    return cfg, model.float().eval(), paths
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return cfg, model.float().eval().to(device), paths
+
+
+def run_task(cfg: DictConfig) -> pl.LightningDataModule:
+    """The data module of a run, warning when its tokenizer had to be trained again (none cached):
+    if that one differs from the run's, every id the model reads or writes means something else."""
+    data = build_task(cfg)
+    if not data.tokenizer.from_cache:
+        warnings.warn(f"the tokenizer was trained again (none cached under data.cache_dir={cfg.data.cache_dir}); "
+                      "if it differs from the run's, the output is wrong", stacklevel=3)
+    return data
 
 
 def translation_task(cfg: DictConfig) -> pl.LightningDataModule:
-    """The data module of a translation run (one with references).
+    """The data module of a translation run (one with references), as :func:`run_task`.
 
     Raises:
         ConfigError: the run is not an encoder-decoder on a translation task.
     """
     if cfg.model.arch != Arch.encoder_decoder:
         raise ConfigError("model.arch", str(cfg.model.arch.value), "encoder_decoder: a translation model")
-    data = build_task(cfg)
+    data = run_task(cfg)
     if not hasattr(data, "references"):
         raise ConfigError("data.task", cfg.data.task, "a translation task with references (e.g. parallel_text)")
     return data
