@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from ablate.errors import ConfigError
 from ablate.evaluate.cli import add_attention_parser, add_evaluate_parser, add_generate_parser
-from ablate.train.lock import EXIT_LOCKED, RunLocked
+from ablate.runs.lock import EXIT_LOCKED, RunLocked
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
 
@@ -128,7 +128,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from ablate.train.wandb import sync
+    from ablate.runs.wandb import sync
 
     return sync([_sweep_dir(t) if t.endswith((".yaml", ".yml")) else Path(t) for t in args.targets])
 

@@ -26,12 +26,12 @@ def test_unknown_name_lists_names_and_closest_match():
 
 
 def test_registering_a_name_twice_is_an_error():
-    with pytest.raises(ValueError, match="already registered"):
+    with pytest.raises(registry.RegistrationError, match="already registered"):
         registry.register("positional", "sinusoidal")(object)
 
 
 def test_unknown_kind_is_an_error():
-    with pytest.raises(ValueError, match="unknown component kind"):
+    with pytest.raises(registry.RegistrationError, match="unknown component kind"):
         registry.register("nope", "x")(object)
 
 

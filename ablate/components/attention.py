@@ -1,15 +1,18 @@
-"""Multi-head attention (section 3.2) with h, d_k and d_v set independently.
+"""Attention (section 3.2): the paper's multi-head attention and its successors, one kind of component.
 
-Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, computed by
-``torch.nn.functional.scaled_dot_product_attention`` (flash / memory-efficient
-kernels where the device has them). Masks are boolean, True = may attend.
+Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + B) V, computed by
+``torch.nn.functional.scaled_dot_product_attention`` (flash / memory-efficient kernels where the
+device has them), with h, d_k and d_v set independently and B the positional component's score bias
+(none for the paper's). Masks are boolean, True = may attend; a bias joins them as a float mask.
 
-Incremental decoding passes a :class:`KVCache` to each attention module: self-attention
-appends the keys and values of the new positions to it, cross-attention reads the keys and
-values of the encoder output from it (computed once per sentence by :meth:`CrossAttention.project`).
+Each variant builds both roles: self-attention (``cross=False``: queries, keys and values from one
+sequence, through one fused projection, with the stack's positional component applied) and the
+decoder's attention over the encoder output (``cross=True``). Incremental decoding passes a
+:class:`KVCache`: self-attention appends the new positions' keys and values to it; cross-attention
+reads the encoder output's, computed once per sentence by :meth:`Attention.project_memory`.
 
-Set ``module.keep_weights = True`` (see :func:`ablate.model.inspect.attention_weights`)
-to compute the softmax explicitly and keep it in ``module.weights`` for inspection.
+Set ``module.keep_weights = True`` (see :func:`ablate.model.inspect.attention_weights`) to compute
+the softmax explicitly and keep it in ``module.weights`` for inspection.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from ablate.components.positional import Positional
+from ablate.errors import ConfigError
+from ablate.registry import declare_kind, register
 
 
 class KVCache:
-    """Keys (B, h, T, d_k) and values (B, h, T, d_v) that an attention module keeps between decoding steps."""
+    """Keys (B, h_kv, T, d_k) and values (B, h_kv, T, d_v) that an attention module keeps between decoding steps."""
 
     def __init__(self, k: torch.Tensor | None = None, v: torch.Tensor | None = None):
         self.k, self.v = k, v
@@ -35,41 +40,97 @@ class KVCache:
         return 0 if self.k is None else self.k.size(2)
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Add the keys (B, h, t, d_k) and values (B, h, t, d_v) of t new positions; returns all of them."""
+        """Add the keys (B, h_kv, t, d_k) and values (B, h_kv, t, d_v) of t new positions; returns all of them."""
         if self.k is not None:
-            k, v = torch.cat((self.k, k), dim=2), torch.cat((self.v, v), dim=2)  # (B, h, T + t, d)
+            k, v = torch.cat((self.k, k), dim=2), torch.cat((self.v, v), dim=2)  # (B, h_kv, T + t, d)
         self.k, self.v = k, v
         return k, v
 
     def select(self, index: torch.Tensor) -> None:
         """Keep rows ``index`` (B',) of the batch, in that order: beams reordered, finished sentences dropped."""
         if self.k is not None:
-            self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)  # (B', h, T, d)
+            self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)  # (B', h_kv, T, d)
 
 
 class Attention(nn.Module):
-    """The part shared by self- and cross-attention: scaled dot-product over h heads, then W^O."""
+    """Multi-head attention: h query heads over h_kv key/value heads (h_kv = h here), then W^O.
 
-    def __init__(self, *, d_model: int, n_heads: int, d_k: int, d_v: int, dropout: float = 0.0):
+    Subclasses change ``n_kv_heads`` or override :meth:`normalize_q` / :meth:`normalize_k` (per head).
+    """
+
+    def __init__(self, *, d_model: int, n_heads: int, d_k: int, d_v: int, attention_dropout: float = 0.0,
+                 positional: Positional | None = None, cross: bool = False, n_kv_heads: int | None = None):
         super().__init__()
-        self.n_heads, self.d_k, self.d_v = n_heads, d_k, d_v
+        self.n_heads, self.n_kv_heads, self.d_k, self.d_v = n_heads, n_kv_heads or n_heads, d_k, d_v
         self.scale = 1.0 / math.sqrt(d_k)
-        self.dropout = dropout  # on the attention weights; 0 in the paper
+        self.dropout = attention_dropout  # on the attention weights; 0 in the paper
+        self.cross = cross
+        # The stack's positional component (shared by its layers); cross-attention has no position information.
+        self.positional = None if cross else (positional if positional is not None else Positional())
+        kv = self.n_kv_heads * (d_k + d_v)
+        if cross:
+            self.w_q = nn.Linear(d_model, n_heads * d_k)
+            self.w_kv = nn.Linear(d_model, kv)
+        else:
+            self.w_qkv = nn.Linear(d_model, n_heads * d_k + kv)  # W^Q, W^K, W^V of every head, fused
         self.w_o = nn.Linear(n_heads * d_v, d_model)
         self.keep_weights = False
         self.weights: torch.Tensor | None = None
 
-    def _heads(self, x: torch.Tensor, d: int) -> torch.Tensor:
+    def _heads(self, x: torch.Tensor, h: int, d: int) -> torch.Tensor:
         B, T, _ = x.shape
-        return x.view(B, T, self.n_heads, d).transpose(1, 2)  # (B, T, h*d) -> (B, h, T, d)
+        return x.view(B, T, h, d).transpose(1, 2)  # (B, T, h*d) -> (B, h, T, d)
 
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """q (B, h, T_q, d_k), k (B, h, T_k, d_k), v (B, h, T_k, d_v), mask broadcastable to (B, h, T_q, T_k)."""
+    def normalize_q(self, q: torch.Tensor) -> torch.Tensor:
+        """Queries (B, h, T, d_k) before the dot product; the identity here."""
+        return q
+
+    def normalize_k(self, k: torch.Tensor) -> torch.Tensor:
+        """Keys (B, h_kv, T, d_k) before the dot product; the identity here."""
+        return k
+
+    def project_memory(self, memory: torch.Tensor) -> KVCache:
+        """Cross-attention: keys (B, h_kv, S, d_k) and values (B, h_kv, S, d_v) of the encoder output (B, S, d_model)."""
+        hk = self.n_kv_heads * self.d_k
+        k, v = self.w_kv(memory).split([hk, self.n_kv_heads * self.d_v], dim=-1)
+        return KVCache(self.normalize_k(self._heads(k, self.n_kv_heads, self.d_k)), self._heads(v, self.n_kv_heads, self.d_v))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None = None,
+                memory: torch.Tensor | None = None) -> torch.Tensor:
+        """x (B, T, d_model), mask broadcastable to (B, h, T, T_k) -> (B, T, d_model).
+
+        Self-attention: with a ``cache`` holding P earlier positions, ``x`` holds positions P .. P+T-1,
+        the mask is (B, 1, T, P+T), and the new keys and values join the cache. Cross-attention:
+        keys and values of ``memory`` (B, S, d_model), or of a ``cache`` from :meth:`project_memory`.
+        """
+        if self.cross:
+            kv = cache if cache is not None else self.project_memory(memory)
+            q = self.normalize_q(self._heads(self.w_q(x), self.n_heads, self.d_k))  # (B, h, T, d_k)
+            return self._attend(q, kv.k, kv.v, mask, None)
+        offset = cache.length if cache is not None else 0
+        hq, hk = self.n_heads * self.d_k, self.n_kv_heads * self.d_k
+        q, k, v = self.w_qkv(x).split([hq, hk, self.n_kv_heads * self.d_v], dim=-1)
+        q = self.positional.rotate(self.normalize_q(self._heads(q, self.n_heads, self.d_k)), offset)  # (B, h, T, d_k)
+        k = self.positional.rotate(self.normalize_k(self._heads(k, self.n_kv_heads, self.d_k)), offset)  # (B, h_kv, T, d_k)
+        v = self._heads(v, self.n_kv_heads, self.d_v)  # (B, h_kv, T, d_v)
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, h_kv, P+T, d_k), (B, h_kv, P+T, d_v)
+        return self._attend(q, k, v, mask, self.positional.score_bias(q.size(2), k.size(2)))
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                bias: torch.Tensor | None) -> torch.Tensor:
+        """q (B, h, T_q, d_k), k (B, h_kv, T_k, d_k), v (B, h_kv, T_k, d_v), mask (B, 1, T_q|1, T_k), bias (h, T_q, T_k)."""
+        if self.n_kv_heads != self.n_heads:  # each key/value head serves h / h_kv query heads
+            group = self.n_heads // self.n_kv_heads
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, h, T_k, d)
+        if bias is not None:  # a float mask: the bias where attending is allowed, -inf elsewhere
+            bias = bias.to(q.dtype)
+            mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))  # (B, h, T_q, T_k)
         p = self.dropout if self.training else 0.0
         if self.keep_weights:
             scores = (q @ k.transpose(-2, -1)) * self.scale  # (B, h, T_q, T_k)
             if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
+                scores = scores + mask if mask.is_floating_point() else scores.masked_fill(~mask, float("-inf"))
             weights = scores.softmax(dim=-1)
             self.weights = weights.detach()
             out = F.dropout(weights, p, self.training) @ v  # (B, h, T_q, d_v)
@@ -78,53 +139,53 @@ class Attention(nn.Module):
         B, _, T, _ = out.shape
         return self.w_o(out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_v))  # (B, T_q, d_model)
 
+    def scale_values(self, gain: float) -> None:
+        """Multiply the value and output projections by ``gain`` (DeepNorm's beta; queries and keys keep theirs)."""
+        values = self.w_kv if self.cross else self.w_qkv
+        n_v = self.n_kv_heads * self.d_v
+        with torch.no_grad():
+            values.weight[-n_v:].mul_(gain)  # the V rows come last
+            self.w_o.weight.mul_(gain)
 
-class SelfAttention(Attention):
-    """Queries, keys and values from the same sequence; one fused projection W^{QKV}."""
-
-    def __init__(self, *, positional: Positional, **dims: int | float):
-        super().__init__(**dims)
-        d_model, h = dims["d_model"], self.n_heads
-        self.w_qkv = nn.Linear(d_model, h * (2 * self.d_k + self.d_v))
-        self.positional = positional
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None = None) -> torch.Tensor:
-        """x (B, T, d_model), mask (B, 1, T, T) or None -> (B, T, d_model).
-
-        With a ``cache`` holding P earlier positions, ``x`` holds positions P .. P+T-1, the mask is
-        (B, 1, T, P+T), and the new keys and values join the cache.
-        """
-        h, offset = self.n_heads, cache.length if cache is not None else 0
-        q, k, v = self.w_qkv(x).split([h * self.d_k, h * self.d_k, h * self.d_v], dim=-1)
-        q = self.positional.rotate(self._heads(q, self.d_k), offset)  # (B, h, T, d_k)
-        k = self.positional.rotate(self._heads(k, self.d_k), offset)  # (B, h, T, d_k)
-        v = self._heads(v, self.d_v)  # (B, h, T, d_v)
-        if cache is not None:
-            k, v = cache.append(k, v)  # (B, h, P+T, d_k), (B, h, P+T, d_v)
-        return self._attend(q, k, v, mask)
+    def extra_repr(self) -> str:
+        return (f"n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}, d_k={self.d_k}, d_v={self.d_v}, "
+                f"cross={self.cross}, dropout={self.dropout}")
 
 
-class CrossAttention(Attention):
-    """Queries from the decoder, keys and values from the encoder output (section 3.2.3)."""
+KIND = declare_kind("attention", key="model.attention", interface=Attention, default="mha",
+                    description="attention over h heads: self-attention in every layer, and the decoder's over the encoder")
 
-    def __init__(self, **dims: int | float):
-        super().__init__(**dims)
-        d_model, h = dims["d_model"], self.n_heads
-        self.w_q = nn.Linear(d_model, h * self.d_k)
-        self.w_kv = nn.Linear(d_model, h * (self.d_k + self.d_v))
 
-    def project(self, memory: torch.Tensor) -> KVCache:
-        """Keys (B, h, S, d_k) and values (B, h, S, d_v) of the encoder output memory (B, S, d_model)."""
-        k, v = self.w_kv(memory).split([self.n_heads * self.d_k, self.n_heads * self.d_v], dim=-1)
-        return KVCache(self._heads(k, self.d_k), self._heads(v, self.d_v))
+@register("attention", "mha")
+class MultiHeadAttention(Attention):
+    """Multi-head scaled dot-product attention, h heads of d_k / d_v (Vaswani et al. 2017, section 3.2; the paper's)."""
 
-    def forward(
-        self, x: torch.Tensor, memory: torch.Tensor | None, mask: torch.Tensor | None, cache: KVCache | None = None
-    ) -> torch.Tensor:
-        """x (B, T, d_model), memory (B, S, d_model), mask (B, 1, 1, S) -> (B, T, d_model).
 
-        With a ``cache`` from :meth:`project`, memory's keys and values are not computed again (memory may be None).
-        """
-        kv = cache if cache is not None else self.project(memory)
-        q = self._heads(self.w_q(x), self.d_k)  # (B, h, T, d_k)
-        return self._attend(q, kv.k, kv.v, mask)
+@register("attention", "gqa")
+class GroupedQueryAttention(Attention):
+    """h query heads share n_kv_heads key/value heads; n_kv_heads=1 is multi-query (Ainslie et al. 2023; Shazeer 2019)."""
+
+    def __init__(self, *, d_model: int, n_heads: int, d_k: int, d_v: int, attention_dropout: float = 0.0,
+                 positional: Positional | None = None, cross: bool = False, n_kv_heads: int = 1):
+        if not 1 <= n_kv_heads <= n_heads or n_heads % n_kv_heads:
+            raise ConfigError("model.attention_args.n_kv_heads", n_kv_heads,
+                              f"a divisor of model.n_heads={n_heads} (1 = multi-query)")
+        super().__init__(d_model=d_model, n_heads=n_heads, d_k=d_k, d_v=d_v, attention_dropout=attention_dropout,
+                         positional=positional, cross=cross, n_kv_heads=n_kv_heads)
+
+
+@register("attention", "qk_norm")
+class QKNormAttention(Attention):
+    """Queries and keys layer-normalised per head before the dot product (Dehghani et al. 2023; Henry et al. 2020)."""
+
+    def __init__(self, *, d_model: int, n_heads: int, d_k: int, d_v: int, attention_dropout: float = 0.0,
+                 positional: Positional | None = None, cross: bool = False, eps: float = 1e-6):
+        super().__init__(d_model=d_model, n_heads=n_heads, d_k=d_k, d_v=d_v, attention_dropout=attention_dropout,
+                         positional=positional, cross=cross)
+        self.q_norm, self.k_norm = nn.LayerNorm(d_k, eps=eps), nn.LayerNorm(d_k, eps=eps)
+
+    def normalize_q(self, q: torch.Tensor) -> torch.Tensor:
+        return self.q_norm(q)
+
+    def normalize_k(self, k: torch.Tensor) -> torch.Tensor:
+        return self.k_norm(k)

@@ -1,12 +1,17 @@
-"""Position-wise feed-forward networks (section 3.3) and their gated successors."""
+"""Position-wise feed-forward networks (section 3.3) and their gated successors (Shazeer 2020)."""
 
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ablate.registry import register
+from ablate.registry import declare_kind, register
+
+KIND = declare_kind("ffn", key="model.ffn", interface=nn.Module, default="relu",
+                    description="position-wise feed-forward network of inner size d_ff: (B, T, d_model) -> (B, T, d_model)")
 
 
 class FeedForward(nn.Module):
@@ -24,7 +29,7 @@ class FeedForward(nn.Module):
 
 @register("ffn", "relu")
 def relu_ffn(*, d_model: int, d_ff: int, bias: bool = True) -> FeedForward:
-    """FFN(x) = max(0, x W1 + b1) W2 + b2 (section 3.3, equation 2; the paper's choice)."""
+    """FFN(x) = max(0, x W1 + b1) W2 + b2 (Vaswani et al. 2017, equation 2; the paper's)."""
     return FeedForward(d_model=d_model, d_ff=d_ff, activation=nn.ReLU(), bias=bias)
 
 
@@ -34,15 +39,36 @@ def gelu_ffn(*, d_model: int, d_ff: int, bias: bool = True) -> FeedForward:
     return FeedForward(d_model=d_model, d_ff=d_ff, activation=nn.GELU(), bias=bias)
 
 
-@register("ffn", "swiglu")
-class SwiGLU(nn.Module):
-    """FFN_SwiGLU(x) = (Swish(x W) * x V) W2 (Shazeer 2020); three d_model x d_ff matrices."""
+class GatedFeedForward(nn.Module):
+    """FFN_GLU(x) = (act(x W) * x V) W2: three d_model x d_ff matrices, no biases by default (Shazeer 2020)."""
 
-    def __init__(self, *, d_model: int, d_ff: int, bias: bool = False):
+    def __init__(self, *, d_model: int, d_ff: int, activation: Callable[[torch.Tensor], torch.Tensor], bias: bool):
         super().__init__()
         self.w_gate = nn.Linear(d_model, d_ff, bias=bias)
         self.w_up = nn.Linear(d_model, d_ff, bias=bias)
         self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
+        self.activation = activation
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w_2(F.silu(self.w_gate(x)) * self.w_up(x))  # (B, T, d_ff) gated -> (B, T, d)
+        return self.w_2(self.activation(self.w_gate(x)) * self.w_up(x))  # (B, T, d_ff) gated -> (B, T, d)
+
+    def extra_repr(self) -> str:
+        return f"activation={getattr(self.activation, '__name__', self.activation)}"
+
+
+@register("ffn", "swiglu")
+def swiglu(*, d_model: int, d_ff: int, bias: bool = False) -> GatedFeedForward:
+    """GLU with a Swish gate: (Swish(x W) * x V) W2 (Shazeer 2020)."""
+    return GatedFeedForward(d_model=d_model, d_ff=d_ff, activation=F.silu, bias=bias)
+
+
+@register("ffn", "geglu")
+def geglu(*, d_model: int, d_ff: int, bias: bool = False) -> GatedFeedForward:
+    """GLU with a GELU gate: (GELU(x W) * x V) W2 (Shazeer 2020)."""
+    return GatedFeedForward(d_model=d_model, d_ff=d_ff, activation=F.gelu, bias=bias)
+
+
+@register("ffn", "reglu")
+def reglu(*, d_model: int, d_ff: int, bias: bool = False) -> GatedFeedForward:
+    """GLU with a ReLU gate: (max(0, x W) * x V) W2 (Shazeer 2020)."""
+    return GatedFeedForward(d_model=d_model, d_ff=d_ff, activation=F.relu, bias=bias)

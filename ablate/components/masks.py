@@ -1,18 +1,75 @@
 """Decoder self-attention masks. Convention, used everywhere: a boolean mask, True = may attend.
 
-A mask is called with the number of queries and keys and returns a (T_q, T_k)
-boolean tensor, or ``None`` when every key may be attended to. Queries are the
-*last* T_q positions of the T_k keys, so the same mask serves full sequences
-(T_q == T_k) and incremental decoding (T_q == 1). The key-padding mask is
-separate and always applied by the model.
+A mask is called with the number of queries and keys and returns a (T_q, T_k) boolean tensor, or
+``None`` when every key may be attended to. Queries are the *last* T_q positions of the T_k keys, so
+the same mask serves full sequences (T_q == T_k) and incremental decoding (T_q == 1). The key-padding
+mask is separate and always applied by the model.
+
+A mask also states what follows from it:
+
+- ``looks_ahead``: some position attends to a later one, so cached keys and values would go stale
+  and decoding recomputes the prefix each step.
+- :meth:`Mask.scored`: the positions whose label (the next token) no position they can read from
+  has seen, through any number of layers. Only those are scored by the loss, ``val/loss``, ``val/acc``
+  and perplexity: a position that can read its own label would be scored on copying it.
+- ``leaks_labels``: the mask is a deliberate leak (``none``): every position is scored anyway, and
+  the report marks the row.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import torch
 
 from ablate.errors import ConfigError
-from ablate.registry import register
+from ablate.registry import declare_kind, register
+
+
+class Mask(ABC):
+    """A decoder self-attention mask; subclasses implement ``__call__`` and say whether they look ahead."""
+
+    leaks_labels: bool = False
+
+    @property
+    @abstractmethod
+    def looks_ahead(self) -> bool:
+        """Whether some position may attend to a later one."""
+
+    @abstractmethod
+    def __call__(self, t_q: int, t_k: int, device: torch.device) -> torch.Tensor | None:
+        """(T_q, T_k) boolean, True = may attend, queries being the last T_q of T_k positions; None = all."""
+
+    def scored(self, length: int, device: torch.device) -> torch.Tensor:
+        """(T,) boolean: position t may be scored on its label, token t + 1 (True = scored).
+
+        Position t's output depends on every position it reaches through the mask's graph in any
+        number of steps (layers). It may be scored when position t + 1 is not among them. The last
+        position's label lies beyond the sequence: it is always scored. Subclasses may give the same
+        answer in closed form; a leaky mask (``leaks_labels``) scores every position.
+        """
+        if self.leaks_labels:
+            return torch.ones(length, dtype=torch.bool, device=device)
+        allowed = self(length, length, torch.device("cpu"))  # (T, T)
+        if allowed is None:
+            allowed = torch.ones(length, length, dtype=torch.bool)
+        reach = allowed | torch.eye(length, dtype=torch.bool)  # a position always holds its own state
+        while True:  # transitive closure by repeated squaring: paths through any number of layers
+            longer = (reach.float() @ reach.float()) > 0
+            if torch.equal(longer, reach):
+                break
+            reach = longer
+        sees_label = torch.zeros(length, dtype=torch.bool)
+        sees_label[:-1] = reach[torch.arange(length - 1), torch.arange(1, length)]
+        return (~sees_label).to(device)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({args})"
+
+
+KIND = declare_kind("mask", key="model.mask", interface=Mask, default="causal",
+                    description="decoder self-attention mask (True = may attend); key padding always applies")
 
 
 def _positions(t_q: int, t_k: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -22,8 +79,10 @@ def _positions(t_q: int, t_k: int, device: torch.device) -> tuple[torch.Tensor, 
 
 
 @register("mask", "causal")
-class CausalMask:
-    """Position i attends to positions j <= i (section 3.2.3; the paper's decoder)."""
+class CausalMask(Mask):
+    """Position i attends to positions j <= i (Vaswani et al. 2017, section 3.2.3; the paper's)."""
+
+    looks_ahead = False
 
     def __call__(self, t_q: int, t_k: int, device: torch.device) -> torch.Tensor | None:
         i, j = _positions(t_q, t_k, device)
@@ -31,16 +90,21 @@ class CausalMask:
 
 
 @register("mask", "none")
-class NoMask:
-    """No look-ahead mask: the decoder sees future tokens (the leak the causal mask prevents)."""
+class NoMask(Mask):
+    """No look-ahead mask: the decoder sees the tokens it predicts (a deliberate label leak; control)."""
+
+    looks_ahead = True
+    leaks_labels = True
 
     def __call__(self, t_q: int, t_k: int, device: torch.device) -> torch.Tensor | None:
         return None
 
 
 @register("mask", "sliding_window")
-class SlidingWindowMask:
-    """Causal, limited to the last `window` positions: i - window < j <= i."""
+class SlidingWindowMask(Mask):
+    """Causal, limited to the last `window` positions: i - window < j <= i (Beltagy et al. 2020, Longformer)."""
+
+    looks_ahead = False
 
     def __init__(self, *, window: int = 64):
         if window <= 0:
@@ -53,8 +117,10 @@ class SlidingWindowMask:
 
 
 @register("mask", "prefix_lm")
-class PrefixLMMask:
-    """Bidirectional over the first `prefix_len` positions, causal after (Raffel et al. 2020)."""
+class PrefixLMMask(Mask):
+    """Bidirectional over the first `prefix_len` positions, causal after; only the rest is scored (Raffel et al. 2020, T5)."""
+
+    looks_ahead = True
 
     def __init__(self, *, prefix_len: int = 16):
         if prefix_len < 0:
@@ -64,3 +130,7 @@ class PrefixLMMask:
     def __call__(self, t_q: int, t_k: int, device: torch.device) -> torch.Tensor | None:
         i, j = _positions(t_q, t_k, device)
         return (j <= i) | (j < self.prefix_len)  # (T_q, T_k)
+
+    def scored(self, length: int, device: torch.device) -> torch.Tensor:
+        """Positions prefix_len - 1 onwards: their labels lie after the prefix, which no position before them sees."""
+        return torch.arange(length, device=device) >= self.prefix_len - 1

@@ -1,30 +1,46 @@
-"""Positional information (section 3.5): sinusoidal, learned, none, and rotary (RoPE).
+"""Position information (section 3.5), in the three places it can go.
 
-Absolute encodings are added to the scaled token embeddings (``forward``);
-relative ones rotate queries and keys inside self-attention (``rotate``). Each
-class overrides the hook it needs; the other is the identity.
+A positional component may act at any of three hooks; the base class makes each the identity:
+
+- ``forward(x, offset)``: added to the scaled token embeddings (sinusoidal, learned);
+- ``rotate(x, offset)``: applied to queries and keys inside self-attention (RoPE);
+- ``score_bias(t_q, t_k)``: added to the attention scores, per head (ALiBi, T5's relative bias; see
+  :mod:`ablate.components.position_bias`).
+
+One component serves a whole stack (every layer of the encoder, or of the decoder), built with
+``stack`` = ``"encoder"`` or ``"decoder"``. ``max_len`` is the longest sequence it can encode (None:
+any length), which decoding and length-extrapolation evaluation respect.
 """
 
 from __future__ import annotations
-
 
 import torch
 from torch import nn
 
 from ablate.errors import ConfigError
-from ablate.registry import register
+from ablate.registry import declare_kind, register
 
 
 class Positional(nn.Module):
-    """Base class: no position information at all."""
+    """Base class: no position information at all. Override the hooks a variant needs."""
+
+    max_len: int | None = None  # the longest sequence it can encode; None: unlimited
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """Add absolute positions to ``x`` (B, T, d_model) whose first row is position ``offset``."""
         return x
 
     def rotate(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """Apply relative positions to queries or keys ``x`` (B, h, T, d_k)."""
+        """Apply relative positions to queries or keys ``x`` (B, h, T, d_k) whose first row is position ``offset``."""
         return x
+
+    def score_bias(self, t_q: int, t_k: int) -> torch.Tensor | None:
+        """A bias (h, T_q, T_k) added to the attention scores, queries being the last T_q of T_k positions; None: none."""
+        return None
+
+
+KIND = declare_kind("positional", key="model.positional", interface=Positional, default="sinusoidal",
+                    description="position information: added to the input, applied to queries and keys, or a score bias")
 
 
 def sinusoid_table(length: int, d_model: int) -> torch.Tensor:
@@ -39,7 +55,7 @@ def sinusoid_table(length: int, d_model: int) -> torch.Tensor:
 
 @register("positional", "sinusoidal")
 class SinusoidalPositional(Positional):
-    """Fixed sinusoids added to the embeddings (section 3.5; the paper's choice)."""
+    """Fixed sinusoids added to the embeddings (Vaswani et al. 2017, section 3.5; the paper's)."""
 
     def __init__(self, *, d_model: int):
         super().__init__()
@@ -55,22 +71,24 @@ class SinusoidalPositional(Positional):
 
 @register("positional", "learned")
 class LearnedPositional(Positional):
-    """A learned embedding per position up to max_len (section 3.5, Table 3 row E)."""
+    """A learned embedding per position up to max_len (Gehring et al. 2017; Table 3 row E)."""
 
     def __init__(self, *, d_model: int, max_len: int = 1024):
         super().__init__()
         if max_len <= 0:
             raise ConfigError("model.positional_args.max_len", max_len, "a positive integer")
+        self.max_len = max_len
         self.embedding = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.embedding.weight, std=d_model**-0.5)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         end = offset + x.size(1)
-        if end > self.embedding.num_embeddings:
-            raise ValueError(
-                f"sequence of length {end} exceeds model.positional_args.max_len={self.embedding.num_embeddings}"
-            )
+        if end > self.max_len:
+            raise ValueError(f"sequence of length {end} exceeds model.positional_args.max_len={self.max_len}")
         return x + self.embedding.weight[offset:end].to(x.dtype)  # (B, T, d) + (T, d)
+
+    def extra_repr(self) -> str:
+        return f"max_len={self.max_len}"
 
 
 @register("positional", "none")
@@ -80,12 +98,15 @@ class NoPositional(Positional):
 
 @register("positional", "rope")
 class RotaryPositional(Positional):
-    """Rotary position embedding on queries and keys (Su et al. 2021), pairs (i, i + d_k/2)."""
+    """Rotary position embedding of queries and keys, pairs (i, i + d_k/2) (Su et al. 2021, RoFormer)."""
 
     def __init__(self, *, d_k: int, base: float = 10000.0):
         super().__init__()
         if d_k % 2:
             raise ConfigError("model.d_k", d_k, "an even number for positional=rope")
+        if base <= 1:
+            raise ConfigError("model.positional_args.base", base, "a number greater than 1")
+        self.base = base
         self.register_buffer("inv_freq", base ** (-torch.arange(0, d_k, 2).float() / d_k), persistent=False)
 
     def rotate(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -95,3 +116,6 @@ class RotaryPositional(Positional):
         cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
         x1, x2 = x.chunk(2, dim=-1)  # (B, h, T, d_k/2) each
         return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+    def extra_repr(self) -> str:
+        return f"base={self.base}"

@@ -19,9 +19,12 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from ablate.config.schema import RunConfig
+import ablate.components  # noqa: F401  (declares the built-in kinds and registers their variants)
+import ablate.data  # noqa: F401  (registers the built-in tasks)
+from ablate.config.schema import run_schema
 from ablate.config.validate import validate
 from ablate.errors import ConfigError
+from ablate import registry
 from ablate.registry import import_modules
 
 COMMAND_LINE = "command line"
@@ -50,28 +53,55 @@ def load_config(
     Raises:
         ConfigError: a missing file, unknown key, wrong type or impossible combination.
     """
-    cfg = OmegaConf.structured(RunConfig)
-    sources: dict[str, str] = {}
-    if path is not None:
-        for file, data in _chain(Path(path), seen=()):
-            cfg = _merge(cfg, data, str(file), sources, [k for k in _flat_keys(data) if k.endswith("_args")])
-    for source, dotlist in [*layers, (COMMAND_LINE, overrides)]:
-        dotlist = list(dotlist)
+    files = _chain(Path(path), seen=()) if path is not None else []
+    groups = [(source, list(dotlist)) for source, dotlist in [*layers, (COMMAND_LINE, overrides)]]
+    for source, dotlist in groups:
         for item in dotlist:
             if "=" not in item or item.startswith("="):
                 raise ConfigError(item, item, "an override of the form key=value", source)
+    parsed = [(source, OmegaConf.to_container(OmegaConf.from_dotlist(dotlist)), dotlist) for source, dotlist in groups]
+    # User modules first: they may declare kinds, whose keys the schema must have before anything merges.
+    wanted = [m for _, data in files for m in _list(data.get("imports"))]
+    wanted += [m for _, data, _ in parsed for m in _list(data.get("imports"))] + list(imports)
+    try:
+        import_modules(dict.fromkeys(str(m) for m in wanted))
+    except ConfigError as err:
+        raise err.at(COMMAND_LINE) from None
+    cfg = run_schema()
+    sources: dict[str, str] = {}
+    for file, data in files:
+        cfg = _merge(cfg, data, str(file), sources, [k for k in _flat_keys(data) if k.endswith("_args")])
+    for source, data, dotlist in parsed:
         whole = [item.split("=", 1)[0] for item in dotlist if item.split("=", 1)[0].endswith("_args")]
-        cfg = _merge(cfg, OmegaConf.to_container(OmegaConf.from_dotlist(dotlist)), source, sources, whole)
+        cfg = _merge(cfg, data, source, sources, whole)
     if imports:
         cfg.imports = list(cfg.imports) + [m for m in imports if m not in cfg.imports]
         sources["imports"] = COMMAND_LINE
     try:
-        import_modules(list(cfg.imports))
         validate(cfg)
     except ConfigError as err:
         raise err.at(_source_of(err.key, sources)) from None
+    _fill_component_defaults(cfg)
     OmegaConf.set_readonly(cfg, True)
     return cfg
+
+
+def _fill_component_defaults(cfg: DictConfig) -> None:
+    """Write each chosen variant's default parameters into its ``<key>_args``, so the resolved config (config.yaml,
+    W&B, the run's identity) holds every value the run uses, e.g. noam's ``warmup: 4000``."""
+    for kind in registry.kinds().values():
+        args = OmegaConf.select(cfg, kind.args_key)
+        for param in registry.get(kind.name, OmegaConf.select(cfg, kind.key)).params:
+            if param.name not in args and not param.required and _plain(param.default):
+                args[param.name] = param.default
+
+
+def _plain(value: Any) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _list(value: Any) -> list[Any]:
+    return [] if value is None else (list(value) if isinstance(value, (list, tuple)) else [value])
 
 
 def _chain(path: Path, seen: tuple[Path, ...]) -> list[tuple[Path, dict[str, Any]]]:
@@ -128,7 +158,15 @@ def _allowed(exc: OmegaConfBaseException) -> str:
     return msg
 
 
+RENAMED = {  # keys of earlier versions, and what replaced them
+    "model.tie_embeddings": "model.embedding (tied | two_way | untied | factorized)",
+    "model.scale_embeddings": "model.embedding_args.scale",
+}
+
+
 def _unknown_key(cfg: DictConfig, full_key: str) -> ConfigError:
+    if full_key in RENAMED:
+        return ConfigError(full_key, "unknown key", f"{RENAMED[full_key]}, which replaces it")
     parent, _, leaf = full_key.rpartition(".")
     node = OmegaConf.select(cfg, parent) if parent else cfg
     known = list(node.keys()) if isinstance(node, DictConfig) else []

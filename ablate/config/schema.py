@@ -1,9 +1,10 @@
 """The config schema: typed dataclasses that OmegaConf validates every YAML file against.
 
 Defaults are the paper's base model (Vaswani et al. 2017, Table 3 "base" row and
-section 5): post-norm, sinusoidal positions, ReLU FFN, sqrt(d_model) embedding
-scale, three-way weight tying, Adam(0.9, 0.98, 1e-9) with the Noam schedule and
-label smoothing 0.1. Every departure is a named component chosen in config.
+section 5). The keys that choose components (``model.positional``, ``train.schedule``,
+``data.task`` ... and their ``*_args``) are not written here: each declared kind adds
+its own (:func:`run_schema`), with the paper's variant as the default, so a kind
+declared in user code is configured like a built-in one.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class WandbMode(str, Enum):
 
 @dataclass
 class ModelConfig:
-    """The architecture (section 3). Component names refer to the registry."""
+    """The architecture (section 3). Each kind adds ``<kind>: <variant>`` and ``<kind>_args`` here."""
 
     arch: Arch = Arch.encoder_decoder
     n_layers: int = 6  # N, for both stacks unless one is set below
@@ -47,26 +48,12 @@ class ModelConfig:
     d_ff: int = 2048
     dropout: float = 0.1  # P_drop: embedding sums and every sub-layer output
     attention_dropout: float = 0.0  # on attention weights; the paper has none
-    positional: str = "sinusoidal"
-    positional_args: Dict[str, Any] = field(default_factory=dict)
-    norm: str = "layernorm"
-    norm_args: Dict[str, Any] = field(default_factory=dict)
-    norm_position: str = "post"
-    norm_position_args: Dict[str, Any] = field(default_factory=dict)
-    ffn: str = "relu"
-    ffn_args: Dict[str, Any] = field(default_factory=dict)
-    mask: str = "causal"  # decoder self-attention
-    mask_args: Dict[str, Any] = field(default_factory=dict)
-    tie_embeddings: bool = True  # section 3.4: source, target and pre-softmax weights shared
-    scale_embeddings: bool = True  # section 3.4: embeddings multiplied by sqrt(d_model)
 
 
 @dataclass
 class DataConfig:
-    """Where the tokens come from. ``task`` names a registered data module."""
+    """Where the tokens come from. ``task`` (added by the kind) names a registered data module."""
 
-    task: str = "reverse"
-    task_args: Dict[str, Any] = field(default_factory=dict)
     path: Optional[str] = None  # local folder / file, or a Hugging Face Hub dataset name
     src_lang: str = "en"
     tgt_lang: str = "de"
@@ -85,7 +72,7 @@ class DataConfig:
 
 @dataclass
 class TrainConfig:
-    """Optimisation (section 5.3, 5.4)."""
+    """Optimisation (section 5.3, 5.4). ``schedule`` and ``schedule_args`` are added by the kind."""
 
     max_steps: int = 100_000
     label_smoothing: float = 0.1  # eps_ls
@@ -93,8 +80,6 @@ class TrainConfig:
     betas: List[float] = field(default_factory=lambda: [0.9, 0.98])
     eps: float = 1e-9
     weight_decay: float = 0.0
-    schedule: str = "noam"
-    schedule_args: Dict[str, Any] = field(default_factory=lambda: {"warmup": 4000})
     grad_clip: Optional[float] = None  # clip the global gradient norm to this value
     val_every: int = 1000  # validate (and checkpoint) every N optimiser steps
     keep_checkpoints: int = 0  # also keep the weights of the last k step checkpoints, for averaging (paper: 5)
@@ -146,3 +131,23 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
+
+
+def run_schema() -> Any:
+    """The schema of a run config: :class:`RunConfig`, plus ``<kind>`` and ``<kind>_args`` for every declared kind.
+
+    Returns:
+        A structured ``DictConfig`` (unknown keys are errors) with every default filled in.
+    """
+    from omegaconf import OmegaConf, open_dict
+
+    from ablate import registry
+
+    cfg = OmegaConf.structured(RunConfig)
+    for kind in registry.kinds().values():
+        section = cfg[kind.section]
+        with open_dict(section):
+            section[kind.field] = kind.default
+            section[f"{kind.field}_args"] = {}
+        OmegaConf.set_struct(section[f"{kind.field}_args"], False)  # a variant's own parameters: any names
+    return cfg

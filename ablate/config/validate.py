@@ -7,17 +7,6 @@ from omegaconf import DictConfig, OmegaConf
 from ablate import registry
 from ablate.errors import ConfigError
 
-# (config section, key in that section, registry kind)
-COMPONENT_KEYS = (
-    ("model", "positional", "positional"),
-    ("model", "norm", "norm"),
-    ("model", "norm_position", "norm_position"),
-    ("model", "ffn", "ffn"),
-    ("model", "mask", "mask"),
-    ("train", "schedule", "schedule"),
-    ("data", "task", "task"),
-)
-
 
 def _positive(cfg: DictConfig, key: str) -> None:
     value = OmegaConf.select(cfg, key)
@@ -68,8 +57,8 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("train.checkpoint_every", cfg.train.checkpoint_every, "a positive integer, or null for val_every")
     if cfg.train.grad_clip is not None and cfg.train.grad_clip <= 0:
         raise ConfigError("train.grad_clip", cfg.train.grad_clip, "a positive number or null")
-    for section, key, kind in COMPONENT_KEYS:
-        name = cfg[section][key]
-        registry.get(kind, name, key=f"{section}.{key}")
-        args = OmegaConf.to_container(cfg[section][f"{key}_args"], resolve=True)
-        registry.check_args(kind, name, args, key=f"{section}.{key}_args")
+    for kind in registry.kinds().values():  # every declared kind, built-in or the user's
+        name = OmegaConf.select(cfg, kind.key)
+        registry.get(kind.name, name, key=kind.key)
+        args = OmegaConf.to_container(OmegaConf.select(cfg, kind.args_key), resolve=True)
+        registry.check_args(kind.name, name, args, key=kind.args_key)

@@ -6,8 +6,8 @@ first ``train_fraction`` of the rows train, the rest validate. The tokenizer is 
 training rows. Each row is encoded and followed by EOS, which stands for the line break, and the
 rows are concatenated into one token stream per split.
 
-Training uses the stream's non-overlapping chunks of ``T + 1`` tokens, shuffled with a seeded
-generator; validation uses the same chunks in order. A batch is ``{"ids": (B, T), "labels": (B, T)}``
+Training uses the stream's non-overlapping chunks of ``T + 1`` tokens, shuffled each epoch by
+(seed, epoch); validation uses the same chunks in order. A batch is ``{"ids": (B, T), "labels": (B, T)}``
 with ``labels`` the ids shifted left by one.
 """
 
@@ -22,9 +22,11 @@ import torch
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset
 
+from ablate.data.collate import stack_lm
+from ablate.data.sampler import ShuffledBatches
+from ablate.data.task import Task
 from ablate.data.tokenizer import Tokenizer, TokenizerSettings, cache_root, file_identity, is_local_path, train_or_load
 from ablate.errors import ConfigError
-from ablate.registry import register
 
 if TYPE_CHECKING:
     import datasets
@@ -77,7 +79,7 @@ def _encode(batch: dict[str, list[str]], tokenizer: Tokenizer) -> dict[str, list
     return {"ids": [ids + [tokenizer.eos_id] for ids in tokenizer.encode_batch(batch["text"])]}
 
 
-class TextLM(pl.LightningDataModule):
+class TextLM(Task, pl.LightningDataModule):
     """Blocks of ``data.max_len`` subword tokens from one text, split by rows into train and validation."""
 
     def __init__(self, data: DictConfig, seed: int, *, train_fraction: float, hub_split: str, model_type: str):
@@ -167,25 +169,17 @@ class TextLM(pl.LightningDataModule):
                 lines[-1].append(i)
         return "\n".join(self.tokenizer.decode(line) for line in lines)
 
+    def _loader(self, split: str, train: bool) -> DataLoader:
+        blocks = self.blocks(split)
+        rank, world = self.rank()
+        sampler = ShuffledBatches(len(blocks), self.cfg.batch_size, shuffle=train, seed=self.seed, rank=rank,
+                                  world_size=world, drop_last=train)
+        return self.batch_loader(blocks, sampler, stack_lm, train=train, num_workers=self.cfg.num_workers)
+
     def train_dataloader(self) -> DataLoader:
-        generator = torch.Generator().manual_seed(self.seed)
-        return DataLoader(
-            self.blocks("train"),
-            batch_size=self.cfg.batch_size,
-            shuffle=True,
-            generator=generator,
-            num_workers=self.cfg.num_workers,
-        )
+        return self._loader("train", train=True)
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.blocks("val"), batch_size=self.cfg.batch_size, num_workers=self.cfg.num_workers)
+        return self._loader("val", train=False)
 
     test_dataloader = val_dataloader
-
-
-@register("task", "text_lm")
-def text_lm(
-    *, data: DictConfig, seed: int, train_fraction: float = 0.9, hub_split: str = "train", model_type: str = "bpe"
-) -> TextLM:
-    """Language modelling on a plain-text file or Hub dataset: blocks of data.max_len subword tokens."""
-    return TextLM(data, seed, train_fraction=train_fraction, hub_split=hub_split, model_type=model_type)

@@ -1,9 +1,14 @@
-"""Synthetic sequence-to-sequence tasks, generated in code: seeded, offline, variable length.
+"""Synthetic tasks, generated in code: seeded, offline, variable length.
 
-``reverse`` (the embedded default) cannot be learned without position
-information: the encoder output is a set, so only positions tell the decoder
-which token comes next. ``sort`` is a set function and needs no positions: a
-control. ``copy`` sits in between (the causal decoder can count).
+Sequence to sequence: ``reverse`` (the embedded default) cannot be learned without position
+information: the encoder output is a set, so only positions tell the decoder which token comes next.
+``sort`` is a set function and needs no positions: a control. ``copy`` sits in between (the causal
+decoder can count).
+
+Language modelling: ``random_lm`` is i.i.d. uniform tokens, which no model can predict: its
+validation loss cannot go below log(K) nats for K symbols. A loss below that means the model sees
+the labels it is scored on: the label-leak check of every mask.
+
 Symbols are ids ``3 .. vocab_size-1``; 0, 1, 2 are pad, BOS and EOS.
 """
 
@@ -16,57 +21,77 @@ import torch
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 
-from ablate.data.collate import Seq2SeqCollator
+from ablate.data.collate import Seq2SeqCollator, stack_lm
+from ablate.data.sampler import ShuffledBatches
+from ablate.data.task import Task
 from ablate.errors import ConfigError
-from ablate.registry import register
 
 Transform = Callable[[list[int]], list[int]]
+TRANSFORMS: dict[str, Transform] = {"reverse": lambda s: s[::-1], "copy": list, "sort": sorted}
 
 
-class SyntheticSeq2Seq(pl.LightningDataModule):
-    """Random symbol strings of length ``min_len .. data.max_len`` and a transform of each."""
+class _Synthetic(Task, pl.LightningDataModule):
+    """Shared by the synthetic tasks: the symbol range, the generator, and seeded batches of data.batch_size."""
 
-    def __init__(self, data: DictConfig, seed: int, transform: Transform, *, min_len: int, n_train: int, n_val: int):
+    def __init__(self, data: DictConfig, seed: int, *, n_train: int, n_val: int):
         super().__init__()
-        first = max(data.pad_id, data.bos_id, data.eos_id) + 1
-        if data.vocab_size - first < 2:
-            raise ConfigError("data.vocab_size", data.vocab_size, f"at least {first + 2} for a synthetic task")
-        if not 1 <= min_len <= data.max_len:
-            raise ConfigError("data.task_args.min_len", min_len, f"an integer in [1, data.max_len={data.max_len}]")
-        self.cfg, self.seed, self.transform = data, seed, transform
-        self.first_symbol, self.min_len, self.n_train, self.n_val = first, min_len, n_train, n_val
-        self.collate = Seq2SeqCollator(data.pad_id, data.bos_id, data.eos_id)
+        self.first_symbol = max(data.pad_id, data.bos_id, data.eos_id) + 1
+        if data.vocab_size - self.first_symbol < 2:
+            raise ConfigError("data.vocab_size", data.vocab_size, f"at least {self.first_symbol + 2} for a synthetic task")
+        for key, n in (("n_train", n_train), ("n_val", n_val)):
+            if n < 1:
+                raise ConfigError(f"data.task_args.{key}", n, "a positive integer")
+        self.cfg, self.seed, self.n_train, self.n_val = data, seed, n_train, n_val
 
-    def _examples(self, n: int, seed: int) -> list[tuple[list[int], list[int]]]:
-        g = torch.Generator().manual_seed(seed)
-        lengths = torch.randint(self.min_len, self.cfg.max_len + 1, (n,), generator=g)
-        out = []
-        for length in lengths.tolist():
-            src = torch.randint(self.first_symbol, self.cfg.vocab_size, (length,), generator=g).tolist()
-            out.append((src, self.transform(src)))
-        return out
+    def symbols(self, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
+        return torch.randint(self.first_symbol, self.cfg.vocab_size, shape, generator=g)
+
+    def _loader(self, examples: list, train: bool) -> DataLoader:
+        rank, world = self.rank()
+        sampler = ShuffledBatches(len(examples), self.cfg.batch_size, shuffle=train, seed=self.seed, rank=rank,
+                                  world_size=world, drop_last=train)
+        return self.batch_loader(examples, sampler, self.collate, train=train)
 
     def setup(self, stage: str | None = None) -> None:
         if not hasattr(self, "train_set"):
-            self.train_set = self._examples(self.n_train, self.seed)
-            self.val_set = self._examples(self.n_val, self.seed + 1_000_003)
+            self.train_set = self.examples(self.n_train, self.seed)
+            self.val_set = self.examples(self.n_val, self.seed + 1_000_003)
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train_set, batch_size=self.cfg.batch_size, shuffle=True, collate_fn=self.collate)
+        return self._loader(self.train_set, train=True)
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val_set, batch_size=self.cfg.batch_size, collate_fn=self.collate)
+        return self._loader(self.val_set, train=False)
 
     test_dataloader = val_dataloader
 
 
-def _task(transform: Transform) -> Callable[..., SyntheticSeq2Seq]:
-    def factory(*, data: DictConfig, seed: int, min_len: int = 1, n_train: int = 20000, n_val: int = 1000):
-        return SyntheticSeq2Seq(data, seed, transform, min_len=min_len, n_train=n_train, n_val=n_val)
+class SyntheticSeq2Seq(_Synthetic):
+    """Random symbol strings of length ``min_len .. data.max_len`` and a transform of each."""
 
-    return factory
+    def __init__(self, data: DictConfig, seed: int, transform: Transform, *, min_len: int, n_train: int, n_val: int):
+        super().__init__(data, seed, n_train=n_train, n_val=n_val)
+        if not 1 <= min_len <= data.max_len:
+            raise ConfigError("data.task_args.min_len", min_len, f"an integer in [1, data.max_len={data.max_len}]")
+        self.transform, self.min_len = transform, min_len
+        self.collate = Seq2SeqCollator(data.pad_id, data.bos_id, data.eos_id)
+
+    def examples(self, n: int, seed: int) -> list[tuple[list[int], list[int]]]:
+        g = torch.Generator().manual_seed(seed)
+        lengths = torch.randint(self.min_len, self.cfg.max_len + 1, (n,), generator=g)
+        return [(src, self.transform(src)) for src in (self.symbols((int(t),), g).tolist() for t in lengths)]
 
 
-register("task", "reverse", "reverse a random string: impossible without position information")(_task(lambda s: s[::-1]))
-register("task", "copy", "copy a random string")(_task(list))
-register("task", "sort", "sort a random string: a set function, needs no positions (control)")(_task(sorted))
+class RandomTokensLM(_Synthetic):
+    """Blocks of ``data.max_len`` i.i.d. uniform symbols for a decoder-only model: ``ids`` and ``labels`` shifted by one."""
+
+    collate = staticmethod(stack_lm)
+
+    def examples(self, n: int, seed: int) -> list[dict[str, torch.Tensor]]:
+        block = self.symbols((n, self.cfg.max_len + 1), torch.Generator().manual_seed(seed))  # (N, T + 1)
+        return [{"ids": row[:-1], "labels": row[1:]} for row in block]
+
+    @property
+    def entropy(self) -> float:
+        """log(K) nats: the loss of predicting a uniform choice among the K symbols, which nothing beats."""
+        return float(torch.log(torch.tensor(float(self.cfg.vocab_size - self.first_symbol))))

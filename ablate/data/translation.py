@@ -26,9 +26,9 @@ from torch.utils.data import DataLoader, Dataset
 
 from ablate.data.batching import TokenBatchSampler
 from ablate.data.collate import Seq2SeqCollator
+from ablate.data.task import Task
 from ablate.data.tokenizer import Tokenizer, TokenizerSettings, cache_root, file_identity, is_local_path, train_or_load
 from ablate.errors import ConfigError
-from ablate.registry import register
 
 if TYPE_CHECKING:
     import datasets
@@ -136,14 +136,12 @@ class _Pairs(Dataset):
     __getitems__ = __getitem__
 
 
-class ParallelText(pl.LightningDataModule):
+class ParallelText(Task, pl.LightningDataModule):
     """Sentence pairs ``src_lang -> tgt_lang`` with a shared sentencepiece vocabulary, batched by tokens.
 
     Batches are :class:`~ablate.data.collate.Seq2SeqCollator` dicts: ``src_ids`` (B, S),
     ``tgt_ids`` (B, T) = [BOS] + y, ``labels`` (B, T) = y + [EOS], padded with ``data.pad_id``.
     """
-
-    shards_itself = True  # its batch sampler splits batches across DDP ranks: no DistributedSampler
 
     def __init__(
         self, data: DictConfig, seed: int, *, splits: dict[str, str | None], hub_config: str | None, model_type: str
@@ -243,15 +241,11 @@ class ParallelText(pl.LightningDataModule):
         self._load([split])
         return list(self._raw[split]["tgt"])
 
-    def _dist(self) -> tuple[int, int]:
-        trainer = getattr(self, "trainer", None)
-        return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
-
     def sampler(self, split: str) -> TokenBatchSampler:
         """The batch sampler of ``split``: shuffled for ``train``, length-ordered otherwise."""
         cols = self.encoded(split).select_columns(["src_len", "tgt_len"]).with_format("numpy")[:]
         src, tgt = cols["src_len"], cols["tgt_len"] + 1  # (N,) each: S and T = |y| + 1
-        rank, world_size = self._dist()
+        rank, world_size = self.rank()
         train = split == "train"  # shuffled, and disjoint across ranks; evaluation keeps every example
         return TokenBatchSampler(np.maximum(src, tgt), then_by=(src, tgt), max_tokens=self.cfg.max_tokens,
                                  shuffle=train, seed=self.seed, rank=rank, world_size=world_size, drop_last=train)
@@ -261,15 +255,8 @@ class ParallelText(pl.LightningDataModule):
         return [i for batch in self.sampler(split) for i in batch]
 
     def _loader(self, split: str) -> DataLoader:
-        # The sampler yields whole batches: batch_size=None hands each list to the dataset and collator,
-        # and Lightning calls set_epoch on dataloader.sampler.
-        return DataLoader(
-            _Pairs(self.encoded(split)),
-            sampler=self.sampler(split),
-            batch_size=None,
-            collate_fn=self.collate,
-            num_workers=self.cfg.num_workers,
-        )
+        return self.batch_loader(_Pairs(self.encoded(split)), self.sampler(split), self.collate, train=split == "train",
+                                 num_workers=self.cfg.num_workers)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train")
@@ -279,19 +266,3 @@ class ParallelText(pl.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._loader("test")
-
-
-@register("task", "parallel_text")
-def parallel_text(
-    *,
-    data: DictConfig,
-    seed: int,
-    train_split: str = "train",
-    val_split: str = "val",
-    test_split: str | None = "test_2016_flickr",
-    hub_config: str | None = None,
-    model_type: str = "bpe",
-) -> ParallelText:
-    """Translation pairs from aligned {split}.{lang} files or a Hub dataset, batched by token count."""
-    splits = {"train": train_split, "val": val_split, "test": test_split}
-    return ParallelText(data, seed, splits=splits, hub_config=hub_config, model_type=model_type)

@@ -14,7 +14,6 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from ablate.components.positional import LearnedPositional
 
 
 class Steps(Protocol):
@@ -94,11 +93,11 @@ def start_steps(model: nn.Module, src_ids: torch.Tensor, *, cache: bool | None, 
 def max_lengths(src_ids: torch.Tensor, model: nn.Module, *, pad_id: int, a: float, b: int) -> torch.Tensor:
     """The longest output allowed per sentence, a * |x| + b tokens (section 6.1: a = 1, b = 50). Returns (B,).
 
-    A learned positional table caps it: the decoder's inputs (BOS and all but the last output token)
-    must have a position.
+    The decoder's positional component caps it when it has a ``max_len`` (learned positions): the
+    decoder's inputs (BOS and all but the last output token) must have a position.
     """
     limits = (a * (src_ids != pad_id).sum(dim=1) + b).long().clamp(min=1)  # (B,)
-    positional = getattr(getattr(model, "tgt_input", None), "positional", None)
-    if isinstance(positional, LearnedPositional):
-        limits = limits.clamp(max=positional.embedding.num_embeddings)
+    max_len = getattr(getattr(getattr(model, "tgt_input", None), "positional", None), "max_len", None)
+    if max_len is not None:
+        limits = limits.clamp(max=max_len)
     return limits

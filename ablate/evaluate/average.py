@@ -1,46 +1,19 @@
 """Checkpoint averaging (section 6.1: the base models average the last 5 checkpoints, the big ones 20).
 
-A run keeps its last k checkpoints as ``<run_dir>/checkpoints/step-<step>.ckpt`` through the
-ModelCheckpoint of :func:`step_checkpoint_callback`; :func:`average_checkpoints` averages their
+A run keeps its last k checkpoints as ``<run_dir>/checkpoints/step-<step>.ckpt`` (written by
+:func:`ablate.train.checkpoints.step_checkpoint_callback`); :func:`average_checkpoints` averages their
 weights into one state dict.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import torch
-from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablate.errors import ConfigError
-
-STEP_FILE = re.compile(r"^step-(?:step=)?(\d+)\.ckpt$")  # step-1200.ckpt (step-step=1200.ckpt: metric name inserted)
-
-
-def step_checkpoint_callback(dirpath: str | Path, *, every_n_train_steps: int, keep: int) -> ModelCheckpoint:
-    """A ModelCheckpoint that keeps the last ``keep`` checkpoints, one every ``every_n_train_steps`` steps,
-    as ``<dirpath>/step-<step>.ckpt`` (weights only: averaging needs no optimiser state)."""
-    return ModelCheckpoint(
-        dirpath=dirpath,
-        filename="step-{step}",
-        auto_insert_metric_name=False,  # step-1200.ckpt, not step-step=1200.ckpt
-        every_n_train_steps=every_n_train_steps,
-        save_top_k=keep,
-        monitor="step",  # the largest steps are the "best": the newest k are kept
-        mode="max",
-        save_weights_only=True,
-        enable_version_counter=False,  # a step saved again after a resume replaces its file
-    )
-
-
-def step_checkpoints(run_dir: str | Path) -> list[Path]:
-    """The run's ``checkpoints/step-*.ckpt``, oldest step first."""
-    found = [(int(m.group(1)), p) for p in (Path(run_dir) / "checkpoints").glob("step-*.ckpt")
-             if (m := STEP_FILE.match(p.name))]
-    return [p for _, p in sorted(found)]
-
+from ablate.runs.files import step_checkpoints
 
 def last_checkpoints(run_dir: str | Path, k: int) -> list[Path]:
     """The run's last ``k`` step checkpoints, oldest first.

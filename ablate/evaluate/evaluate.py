@@ -13,10 +13,10 @@ from typing import Any
 
 
 from ablate.decode import translate
-from ablate.evaluate.bleu import corpus_bleu, detokenize
+from ablate.metrics.bleu import corpus_bleu, detokenize
 from ablate.evaluate.load import load_run_model, translation_task
-from ablate.train.rundir import read_result, write_atomic, write_json
-from ablate.train.wandb import record_scores
+from ablate.runs.files import read_result, write_atomic, write_json
+from ablate.runs.wandb import record_scores
 
 
 def evaluate_run(

@@ -13,7 +13,7 @@ import torch
 from ablate.config.schema import Arch
 from ablate.decode import sample, translate
 from ablate.errors import ConfigError
-from ablate.evaluate.bleu import detokenize
+from ablate.metrics.bleu import detokenize
 from ablate.evaluate.load import load_run_model, run_task, translation_task
 
 

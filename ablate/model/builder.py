@@ -1,4 +1,10 @@
-"""The one assembler: every architectural choice in a config is made here, once, at build time."""
+"""The one assembler: every architectural choice in a config is made here, once, at build time.
+
+Each part comes from the registry (:mod:`ablate.registry`): the embedding, the positional component
+of each stack, attention, feed-forward, residual connection (``norm_position``) and its norm, the
+decoder mask, layer sharing. A factory receives the dimensions it names and, for a parameter named
+like a kind, a component of that kind built from the config (a residual's ``norm``).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
+import ablate.components  # noqa: F401  (registers the built-in components)
 from ablate import registry
-from ablate.components.attention import CrossAttention, SelfAttention
 from ablate.config.schema import Arch
-from ablate.model.embedding import InputLayer, TiedGenerator, TokenEmbedding, untied_generator
+from ablate.model.embedding import InputLayer
 from ablate.model.layers import DecoderLayer, EncoderLayer, Stack
 from ablate.model.transformer import DecoderOnly, EncoderDecoder
 
@@ -28,44 +34,52 @@ def dims(model_cfg: DictConfig) -> dict[str, Any]:
     }
 
 
-class _Parts:
-    """Builds registered parts from one model config."""
+def layer_counts(model_cfg: DictConfig) -> tuple[int, int]:
+    """(encoder layers, decoder layers): ``n_encoder_layers`` / ``n_decoder_layers``, else ``n_layers``."""
+    return model_cfg.n_encoder_layers or model_cfg.n_layers, model_cfg.n_decoder_layers or model_cfg.n_layers
+
+
+class Parts:
+    """Builds registered parts from one run config."""
 
     def __init__(self, cfg: DictConfig):
-        self.m = cfg.model
-        self.ctx = dims(self.m)
+        self.cfg = cfg
+        m = cfg.model
+        n_enc, n_dec = layer_counts(m)
+        self.context = {**dims(m), "attention_dropout": m.attention_dropout, "vocab_size": cfg.data.vocab_size,
+                        "pad_id": cfg.data.pad_id, "n_encoder_layers": n_enc, "n_decoder_layers": n_dec,
+                        "decoder_only": m.arch == Arch.decoder_only}
 
-    def make(self, key: str, **extra: Any) -> Any:
-        args = OmegaConf.to_container(self.m[f"{key}_args"], resolve=True)
-        return registry.create(key, self.m[key], {**self.ctx, **extra}, args)
+    def make(self, kind: str, **extra: Any) -> Any:
+        """The configured variant of ``kind``, with ``extra`` context (stack, cross, positional)."""
+        k = registry.kind(kind)
+        args = OmegaConf.to_container(OmegaConf.select(self.cfg, k.args_key), resolve=True)
+        return registry.create(kind, OmegaConf.select(self.cfg, k.key), {**self.context, **extra}, args,
+                               build=lambda sub: self.make(sub, **extra))
 
-    def residual(self) -> nn.Module:
-        return self.make("norm_position", norm=self.make("norm"))
+    def stack(self, stack: str, n: int, positional: nn.Module, decoder: bool) -> Stack:
+        """N layers of one stack, shared or not, and its final norm when the residual placement wants one."""
+        layer = self.decoder_layer if decoder else self.encoder_layer
+        layers = self.make("sharing").layers(n, lambda: layer(stack, positional))
+        final = self.make("norm", stack=stack) if layers[0].res_ffn.final_norm else nn.Identity()
+        return Stack(layers, final)
 
-    def final_norm(self) -> nn.Module:
-        placement = registry.get("norm_position", self.m.norm_position).factory
-        return self.make("norm") if getattr(placement, "final_norm", False) else nn.Identity()
-
-    def attention_dims(self) -> dict[str, Any]:
-        d = self.ctx
-        return dict(d_model=d["d_model"], n_heads=d["n_heads"], d_k=d["d_k"], d_v=d["d_v"], dropout=self.m.attention_dropout)
-
-    def encoder_layer(self, positional: nn.Module) -> EncoderLayer:
+    def encoder_layer(self, stack: str, positional: nn.Module) -> EncoderLayer:
         return EncoderLayer(
-            self_attn=SelfAttention(positional=positional, **self.attention_dims()),
-            ffn=self.make("ffn"),
-            res_attn=self.residual(),
-            res_ffn=self.residual(),
+            self_attn=self.make("attention", stack=stack, positional=positional, cross=False),
+            ffn=self.make("ffn", stack=stack),
+            res_attn=self.make("norm_position", stack=stack),
+            res_ffn=self.make("norm_position", stack=stack),
         )
 
-    def decoder_layer(self, positional: nn.Module) -> DecoderLayer:
+    def decoder_layer(self, stack: str, positional: nn.Module) -> DecoderLayer:
         return DecoderLayer(
-            self_attn=SelfAttention(positional=positional, **self.attention_dims()),
-            cross_attn=CrossAttention(**self.attention_dims()),
-            ffn=self.make("ffn"),
-            res_attn=self.residual(),
-            res_cross=self.residual(),
-            res_ffn=self.residual(),
+            self_attn=self.make("attention", stack=stack, positional=positional, cross=False),
+            cross_attn=self.make("attention", stack=stack, cross=True),
+            ffn=self.make("ffn", stack=stack),
+            res_attn=self.make("norm_position", stack=stack),
+            res_cross=self.make("norm_position", stack=stack),
+            res_ffn=self.make("norm_position", stack=stack),
         )
 
 
@@ -80,48 +94,38 @@ def build_model(cfg: DictConfig) -> nn.Module:
         (``model(ids)``); both return logits (batch, length, vocab).
     """
     m, d = cfg.model, cfg.data
-    parts = _Parts(cfg)
-    n_enc = m.n_encoder_layers or m.n_layers
-    n_dec = m.n_decoder_layers or m.n_layers
-
-    def embedding() -> TokenEmbedding:
-        return TokenEmbedding(d.vocab_size, m.d_model, pad_id=d.pad_id, scale=m.scale_embeddings)
-
-    def input_layer(emb: TokenEmbedding, positional: nn.Module) -> InputLayer:
-        return InputLayer(embedding=emb, positional=positional, dropout=m.dropout)
-
-    tgt_emb = embedding()
-    tgt_pos = parts.make("positional")
-    generator = TiedGenerator(tgt_emb) if m.tie_embeddings else untied_generator(m.d_model, d.vocab_size)
+    parts = Parts(cfg)
+    n_enc, n_dec = layer_counts(m)
+    emb = parts.make("embedding")
     mask = parts.make("mask")
+    tgt_pos = parts.make("positional", stack="decoder")
+    tgt_input = InputLayer(embedding=emb.target, positional=tgt_pos, dropout=m.dropout)
     if m.arch == Arch.decoder_only:
-        model = DecoderOnly(
-            tgt_input=input_layer(tgt_emb, tgt_pos),
-            decoder=Stack([parts.encoder_layer(tgt_pos) for _ in range(n_dec)], parts.final_norm()),
-            generator=generator,
-            mask=mask,
-            pad_id=d.pad_id,
-        )
+        model: nn.Module = DecoderOnly(tgt_input=tgt_input, decoder=parts.stack("decoder", n_dec, tgt_pos, decoder=False),
+                                       generator=emb.generator, mask=mask, pad_id=d.pad_id)
     else:
-        src_emb = tgt_emb if m.tie_embeddings else embedding()
-        src_pos = parts.make("positional")
+        src_pos = parts.make("positional", stack="encoder")
         model = EncoderDecoder(
-            src_input=input_layer(src_emb, src_pos),
-            tgt_input=input_layer(tgt_emb, tgt_pos),
-            encoder=Stack([parts.encoder_layer(src_pos) for _ in range(n_enc)], parts.final_norm()),
-            decoder=Stack([parts.decoder_layer(tgt_pos) for _ in range(n_dec)], parts.final_norm()),
-            generator=generator,
+            src_input=InputLayer(embedding=emb.source, positional=src_pos, dropout=m.dropout),
+            tgt_input=tgt_input,
+            encoder=parts.stack("encoder", n_enc, src_pos, decoder=False),
+            decoder=parts.stack("decoder", n_dec, tgt_pos, decoder=True),
+            generator=emb.generator,
             mask=mask,
             pad_id=d.pad_id,
         )
-    _init_linear(model)
+    initialize(model)
     return model
 
 
-def _init_linear(model: nn.Module) -> None:
-    """Xavier-uniform weights and zero biases for every linear layer (as in tensor2tensor / fairseq)."""
+def initialize(model: nn.Module) -> None:
+    """Xavier-uniform weights and zero biases for every linear layer (as in tensor2tensor / fairseq), then
+    each residual connection's own re-initialisation of its sub-layer (DeepNorm), once per distinct layer."""
     for module in model.modules():
         if isinstance(module, nn.Linear):
             nn.init.xavier_uniform_(module.weight)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
+    for module in model.modules():  # modules() yields a shared layer once
+        for residual, sublayer in getattr(module, "residuals", lambda: [])():
+            residual.init_sublayer(sublayer)

@@ -1,33 +1,57 @@
-"""An estimate of training FLOPs per target token, for sweep planning (``ablate sweep --dry-run``)."""
+"""Training FLOPs per target token, counted on the built model, for sweep planning and matched budgets.
+
+The count is not a formula: the model a config builds runs one forward and backward pass on the meta
+device (no memory, no arithmetic) under ``torch.utils.flop_counter.FlopCounterMode``, which adds up
+the FLOPs of every matrix product, attention included. So a user's component is counted as it is,
+with no declaration. Norms, softmax, activations and the optimiser are left out (they are not matmuls).
+"""
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+from functools import lru_cache
 
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch.utils.flop_counter import FlopCounterMode
+
+from ablate.components.positional import Positional
 from ablate.config.schema import Arch
-from ablate.model.builder import dims
+
+
+def sequence_length(cfg: DictConfig, model: torch.nn.Module | None = None) -> int:
+    """The length FLOPs are counted at: ``data.max_len`` capped at 512, and at what the positions allow."""
+    T = min(cfg.data.max_len, 512)
+    if model is not None:
+        for module in model.modules():
+            if isinstance(module, Positional) and module.max_len is not None:
+                T = min(T, module.max_len)
+    return T
 
 
 def flops_per_token(cfg: DictConfig, seq_len: int | None = None) -> float:
-    """Training FLOPs per target token: 6 x (multiply-accumulates of the weight matrices) plus the
-    attention scores and weighted sums, with sources and targets both ``seq_len`` long (default
-    ``data.max_len`` capped at 512).
+    """Training FLOPs (forward and backward) per target token, sources and targets ``seq_len`` long.
 
-    Forward FLOPs are 2 per multiply-accumulate; backward is twice the forward (Kaplan et al. 2020).
-    Biases, norms, softmax and the embedding lookup are left out. The FFN counts d_ff-wide matrices:
-    two for relu/gelu, three for swiglu.
+    Args:
+        cfg: a validated run config.
+        seq_len: tokens per sequence; default :func:`sequence_length`.
+
+    Returns:
+        FLOPs per target token (2 per multiply-accumulate), for a batch of one sequence.
     """
-    m, d = cfg.model, dims(cfg.model)
-    T = seq_len or min(cfg.data.max_len, 512)
-    h, d_model = d["n_heads"], d["d_model"]
-    attn = d_model * h * (2 * d["d_k"] + d["d_v"]) + h * d["d_v"] * d_model  # Q, K, V, O projections
-    ffn = (3 if m.ffn == "swiglu" else 2) * d_model * d["d_ff"]
-    scores = T * h * (d["d_k"] + d["d_v"])  # QK^T and AV, per query
-    n_enc = m.n_encoder_layers or m.n_layers
-    n_dec = m.n_decoder_layers or m.n_layers
-    if m.arch == Arch.decoder_only:
-        macs = n_dec * (attn + ffn + scores)
-    else:  # per target token, with one source token per target token
-        macs = n_enc * (attn + ffn + scores) + n_dec * (2 * attn + ffn + 2 * scores)
-    macs += d_model * cfg.data.vocab_size  # the pre-softmax projection
-    return 6.0 * macs
+    return _count(OmegaConf.to_yaml(cfg), seq_len)
+
+
+@lru_cache(maxsize=256)
+def _count(cfg_yaml: str, seq_len: int | None) -> float:
+    from ablate.model.builder import build_model  # the builder imports every component
+
+    cfg = OmegaConf.create(cfg_yaml)
+    with torch.device("meta"):
+        model = build_model(cfg)
+        T = seq_len or sequence_length(cfg, model)
+        ids = torch.full((1, T), max(cfg.data.pad_id, cfg.data.bos_id, cfg.data.eos_id) + 1, dtype=torch.long)
+        counter = FlopCounterMode(display=False)
+        with counter:
+            logits = model(ids) if cfg.model.arch == Arch.decoder_only.value else model(ids, ids)
+            logits.sum().backward()
+    return counter.get_total_flops() / T

@@ -12,8 +12,8 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from ablate.components.attention import CrossAttention, KVCache, SelfAttention
-from ablate.components.norm import Residual
+from ablate.components.attention import Attention, KVCache
+from ablate.components.residual import Residual
 
 
 @dataclass
@@ -30,48 +30,38 @@ class DecoderLayerCache:
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention then feed-forward, each inside a residual connection."""
+    """Self-attention then feed-forward, each inside a residual connection (also a decoder-only model's layer)."""
 
-    def __init__(self, *, self_attn: SelfAttention, ffn: nn.Module, res_attn: Residual, res_ffn: Residual):
+    def __init__(self, *, self_attn: Attention, ffn: nn.Module, res_attn: Residual, res_ffn: Residual):
         super().__init__()
         self.self_attn, self.ffn = self_attn, ffn
         self.res_attn, self.res_ffn = res_attn, res_ffn
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None = None) -> torch.Tensor:
-        """x (B, T, d_model), mask (B, 1, T, T) -> (B, T, d_model). With a cache, x and mask as in SelfAttention."""
+        """x (B, T, d_model), mask (B, 1, T, T) -> (B, T, d_model). With a cache, x and mask as in Attention."""
         x = self.res_attn(x, lambda h: self.self_attn(h, mask, cache))
         return self.res_ffn(x, self.ffn)
 
+    def residuals(self) -> list[tuple[Residual, nn.Module]]:
+        """Each residual connection with the sub-layer it wraps."""
+        return [(self.res_attn, self.self_attn), (self.res_ffn, self.ffn)]
+
 
 class DecoderLayer(nn.Module):
-    """Masked self-attention, cross-attention over the encoder output, then feed-forward."""
+    """Masked self-attention, attention over the encoder output, then feed-forward."""
 
-    def __init__(
-        self,
-        *,
-        self_attn: SelfAttention,
-        cross_attn: CrossAttention,
-        ffn: nn.Module,
-        res_attn: Residual,
-        res_cross: Residual,
-        res_ffn: Residual,
-    ):
+    def __init__(self, *, self_attn: Attention, cross_attn: Attention, ffn: nn.Module, res_attn: Residual,
+                 res_cross: Residual, res_ffn: Residual):
         super().__init__()
         self.self_attn, self.cross_attn, self.ffn = self_attn, cross_attn, ffn
         self.res_attn, self.res_cross, self.res_ffn = res_attn, res_cross, res_ffn
 
     def start(self, memory: torch.Tensor) -> DecoderLayerCache:
         """An empty self-attention cache and the cross-attention keys and values of memory (B, S, d_model)."""
-        return DecoderLayerCache(self_attn=KVCache(), cross_attn=self.cross_attn.project(memory))
+        return DecoderLayerCache(self_attn=KVCache(), cross_attn=self.cross_attn.project_memory(memory))
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        memory: torch.Tensor | None,
-        self_mask: torch.Tensor | None,
-        cross_mask: torch.Tensor | None,
-        cache: DecoderLayerCache | None = None,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, memory: torch.Tensor | None, self_mask: torch.Tensor | None,
+                cross_mask: torch.Tensor | None, cache: DecoderLayerCache | None = None) -> torch.Tensor:
         """x (B, T, d_model), memory (B, S, d_model), self_mask (B, 1, T, T), cross_mask (B, 1, 1, S).
 
         With a cache (from :meth:`start`) holding P positions: x holds the next T, self_mask is
@@ -79,12 +69,16 @@ class DecoderLayer(nn.Module):
         """
         self_kv, memory_kv = (cache.self_attn, cache.cross_attn) if cache is not None else (None, None)
         x = self.res_attn(x, lambda h: self.self_attn(h, self_mask, self_kv))
-        x = self.res_cross(x, lambda h: self.cross_attn(h, memory, cross_mask, memory_kv))
+        x = self.res_cross(x, lambda h: self.cross_attn(h, cross_mask, memory_kv, memory=memory))
         return self.res_ffn(x, self.ffn)
+
+    def residuals(self) -> list[tuple[Residual, nn.Module]]:
+        """Each residual connection with the sub-layer it wraps."""
+        return [(self.res_attn, self.self_attn), (self.res_cross, self.cross_attn), (self.res_ffn, self.ffn)]
 
 
 class Stack(nn.Module):
-    """N identical layers and, for pre-norm, a final norm."""
+    """N layers (distinct or shared, see the ``sharing`` kind) and, for pre-norm placements, a final norm."""
 
     def __init__(self, layers: list[nn.Module], final_norm: nn.Module):
         super().__init__()

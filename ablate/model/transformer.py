@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ablate.components.masks import Mask
 from ablate.model.embedding import InputLayer
 from ablate.model.layers import DecoderLayerCache, Stack
 
@@ -24,16 +25,6 @@ def key_padding(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
 def combine(padding: torch.Tensor, attn: Mask) -> torch.Tensor:
     """Key-padding (B, 1, 1, T_k) & optional (T_q, T_k) mask -> (B, 1, T_q|1, T_k); True = may attend."""
     return padding if attn is None else padding & attn
-
-
-def looks_ahead(mask: object, length: int = 256) -> bool:
-    """Whether a decoder mask lets some position attend to a later one (``none``, ``prefix_lm``).
-
-    Then an earlier position's states change as tokens are added, and cached keys and values
-    would go stale: such a model decodes by running the decoder over the whole prefix each step.
-    """
-    allowed = mask(length, length, torch.device("cpu"))  # (T, T) or None (everything)
-    return allowed is None or bool(allowed.triu(1).any())
 
 
 class DecoderState:
@@ -67,7 +58,7 @@ class DecoderState:
 class EncoderDecoder(nn.Module):
     """Encoder-decoder Transformer: ``model(src_ids, tgt_ids)`` returns logits (B, T, V).
 
-    ``incremental`` is True when the decoder mask never looks ahead, so that
+    ``incremental`` is True when the decoder mask never looks ahead (its own declaration), so that
     :meth:`start_decoding` / :meth:`decode_step` give the same logits as :meth:`decode`.
     """
 
@@ -79,14 +70,14 @@ class EncoderDecoder(nn.Module):
         encoder: Stack,
         decoder: Stack,
         generator: nn.Module,
-        mask: object,
+        mask: Mask,
         pad_id: int,
     ):
         super().__init__()
         self.src_input, self.tgt_input = src_input, tgt_input
         self.encoder, self.decoder, self.generator = encoder, decoder, generator
         self.mask, self.pad_id = mask, pad_id
-        self.incremental = not looks_ahead(mask)
+        self.incremental = not mask.looks_ahead
 
     def encode(self, src_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src_ids (B, S) -> memory (B, S, d_model) and its key-padding mask (B, 1, 1, S)."""
@@ -108,7 +99,7 @@ class EncoderDecoder(nn.Module):
         ``repeat``: decode each sentence as that many rows (its beams), B * repeat in all.
 
         Raises:
-            ValueError: the decoder mask looks ahead (see :func:`looks_ahead`), so caching would change the logits.
+            ValueError: the decoder mask looks ahead (``Mask.looks_ahead``), so caching would change the logits.
         """
         if not self.incremental:
             raise ValueError(f"decoder mask {type(self.mask).__name__} lets positions attend to later ones: "
@@ -134,7 +125,7 @@ class EncoderDecoder(nn.Module):
 class DecoderOnly(nn.Module):
     """Decoder-only language model: ``model(ids)`` returns next-token logits (B, T, V)."""
 
-    def __init__(self, *, tgt_input: InputLayer, decoder: Stack, generator: nn.Module, mask: object, pad_id: int):
+    def __init__(self, *, tgt_input: InputLayer, decoder: Stack, generator: nn.Module, mask: Mask, pad_id: int):
         super().__init__()
         self.tgt_input, self.decoder, self.generator = tgt_input, decoder, generator
         self.mask, self.pad_id = mask, pad_id

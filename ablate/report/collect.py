@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import ConfigError
-from ablate.train.rundir import read_metrics, read_result
+from ablate.runs.files import read_metrics, read_result
 
 PENDING = "pending"  # planned, no result.json yet
 TEST_SCORES = ("test/bleu",)  # top-level entries of result.json reported with the final metrics

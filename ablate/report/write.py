@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ablate.report.table import Report
 from ablate.report.text import format_markdown, run_columns, run_records, table_columns, table_records, to_csv
-from ablate.train.rundir import write_atomic
+from ablate.runs.files import write_atomic
 
 FILES = ("table.md", "table.csv", "runs.csv", "report.html")
 
@@ -51,9 +51,9 @@ def upload_table(report: Report, *, project: str, entity: str | None, group: str
         mode: ``auto``, ``online``, ``offline`` or ``disabled``, passed through.
 
     Raises:
-        ConfigError: ``mode`` is not a mode (from :func:`ablate.train.wandb.log_table`).
+        ConfigError: ``mode`` is not a mode (from :func:`ablate.runs.wandb.log_table`).
     """
-    from ablate.train.wandb import log_table  # wandb is heavy; import it only when uploading
+    from ablate.runs.wandb import log_table  # wandb is heavy; import it only when uploading
 
     log_table(project=project, entity=entity, group=group, name=f"{report.name}-report",
                      columns=table_columns(report), rows=table_records(report), save_dir=save_dir, mode=mode)

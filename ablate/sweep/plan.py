@@ -6,7 +6,7 @@ that plan the same config share nothing by accident: each keeps its own folder.
 
     <sweep_dir>/sweep.yaml        the sweep file as launched
     <sweep_dir>/plan.json         the run matrix (read by ``ablate report``)
-    <sweep_dir>/runs/<id>/        one run directory each (see ablate.train.rundir)
+    <sweep_dir>/runs/<id>/        one run directory each (see ablate.runs.files)
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ablate.errors import ConfigError
 from ablate.model import build_model, count_parameters
 from ablate.model.flops import flops_per_token
 from ablate.sweep.spec import Point, Sweep, _yaml_value
-from ablate.train.rundir import config_hash, write_json
+from ablate.runs.files import config_hash, write_json
 
 
 @dataclass

@@ -4,7 +4,7 @@
   the cores (OMP_NUM_THREADS = cores / workers, so they do not fight over them).
 - A run whose result says ``finished`` is skipped; ``failed`` is skipped unless ``retry_failed``;
   anything else (never started, interrupted, killed) runs, and resumes from its last checkpoint.
-- Each run holds a lock on its directory while it trains (see :mod:`ablate.train.lock`), so two
+- Each run holds a lock on its directory while it trains (see :mod:`ablate.runs.lock`), so two
   sweep processes on the same sweep never train the same run twice.
 - A child process dies with the sweep process (PR_SET_PDEATHSIG on Linux); its last checkpoint stays.
 """
@@ -25,8 +25,8 @@ import torch
 from tqdm import tqdm
 
 from ablate.sweep.plan import PlannedRun
-from ablate.train.lock import EXIT_LOCKED
-from ablate.train.rundir import read_result, write_atomic, write_json
+from ablate.runs.lock import EXIT_LOCKED
+from ablate.runs.files import read_result, write_atomic, write_json
 
 
 @dataclass

@@ -52,7 +52,7 @@ def from_wandb(config: dict[str, Any]) -> tuple[str | None, list[str], str]:
 
 
 def _require_online() -> None:
-    from ablate.train.wandb import resolve_mode
+    from ablate.runs.wandb import resolve_mode
 
     if resolve_mode("auto") != "online":
         raise ConfigError("--backend", "wandb", "a configured W&B API key (run `wandb login`); offline, use the "
@@ -81,7 +81,7 @@ def _agent_run() -> None:
     import wandb
 
     from ablate.config import load_config
-    from ablate.train.rundir import config_hash
+    from ablate.runs.files import config_hash
     from ablate.train.run import train
 
     run = wandb.init()

@@ -16,7 +16,8 @@ class TokenThroughput(pl.Callback):
     Under DDP, the count is this process's tokens times the world size (ranks get equal shares).
 
     Token counts stay on the device between logs, so the step loop never waits
-    for the GPU except when it logs.
+    for the GPU except when it logs. The totals travel in checkpoints, so a resumed run reports
+    the tokens and seconds of all its attempts.
     """
 
     def __init__(self, pad_id: int, every: int):
@@ -25,6 +26,12 @@ class TokenThroughput(pl.Callback):
         self.train_seconds = 0.0
         self._window: torch.Tensor | int = 0
         self._t0 = 0.0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"total_tokens": self.total_tokens, "train_seconds": self.train_seconds}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.total_tokens, self.train_seconds = state_dict["total_tokens"], state_dict["train_seconds"]
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._t0 = time.perf_counter()

@@ -19,14 +19,14 @@ from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
 from ablate.config.schema import Logger as LoggerKind
 from ablate.data import build_task
-from ablate.evaluate.average import step_checkpoint_callback
-from ablate.evaluate.callback import ValidationBleu
+from ablate.runs.files import config_hash, default_output_dir, read_result, write_atomic, write_json
+from ablate.runs.lock import run_lock
 from ablate.runtime import allocator_in_use
 from ablate.train.callbacks import FiniteLoss, TokenThroughput
-from ablate.train.checkpoint_io import AtomicCheckpointIO
-from ablate.train.lock import run_lock
-from ablate.train.rundir import config_hash, default_output_dir, read_result, write_atomic, write_json
+from ablate.train.checkpoints import AtomicCheckpointIO, step_checkpoint_callback
+from ablate.train.resume import ExactResume
 from ablate.train.system import TransformerSystem
+from ablate.train.validation_bleu import ValidationBleu
 
 
 class RunFailed(RuntimeError):
@@ -53,7 +53,7 @@ def make_loggers(cfg: DictConfig, run_dir: Path) -> list[Logger]:
     run (a resume is a new attempt) writes ``logs/version_<k>/metrics.csv``; see :func:`read_metrics`."""
     loggers: list[Logger] = [CSVLogger(save_dir=str(run_dir), name="logs")]
     if cfg.logger == LoggerKind.wandb:
-        from ablate.train.wandb import make_wandb_logger
+        from ablate.runs.wandb import make_wandb_logger
 
         loggers.append(make_wandb_logger(cfg, run_dir))
     return loggers
@@ -108,7 +108,7 @@ def train(cfg: DictConfig) -> Path:
 
     If ``output_dir`` holds a checkpoint, training resumes from ``checkpoints/last.ckpt``;
     if it holds a finished run of the very same config, nothing is trained again. While
-    it trains, the run directory is locked against other processes (:mod:`ablate.train.lock`).
+    it trains, the run directory is locked against other processes (:mod:`ablate.runs.lock`).
 
     Args:
         cfg: a validated run config (:func:`ablate.load_config`).
@@ -152,6 +152,8 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
     callbacks: list[pl.Callback] = [throughput, FiniteLoss(every=cfg.train.log_every)]
     if cfg.train.val_bleu:
         callbacks.append(ValidationBleu())  # does nothing for tasks without references
+    resumer = ExactResume()
+    callbacks.append(resumer)  # after the others: it restores the training random states once validation is over
     trainer = make_trainer(cfg, run_dir, callbacks,
                            shards_itself=getattr(data, "shards_itself", False))
     for logger in trainer.loggers:
@@ -178,6 +180,8 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
             train_tokens=throughput.total_tokens,
             wall_time_s=time.time() - start,
         )
+        if resume is not None:
+            result["resumed_exactly"] = resumer.exact
         write(run_dir / "result.json", result)  # whole: an earlier attempt's error or scores no longer apply
         for logger in trainer.loggers:
             logger.finalize(result["status"])

@@ -10,8 +10,8 @@ from torch.optim.lr_scheduler import LambdaLR
 from torchmetrics.aggregation import MeanMetric
 
 from ablate import registry
-from ablate.train.optimizer import adam
 from ablate.model import build_model, count_parameters
+from ablate.train.optimizer import adam
 
 
 class TransformerSystem(pl.LightningModule):
@@ -20,6 +20,10 @@ class TransformerSystem(pl.LightningModule):
     ``train/loss`` is the training objective (label-smoothed); ``val/loss`` is the
     plain per-token negative log-likelihood, so variants with different eps_ls
     compare fairly, and ``val/ppl`` = exp(val/loss) (per word-piece, as in Table 3).
+
+    Every one of them counts only the positions the decoder mask lets be scored
+    (:meth:`ablate.components.masks.Mask.scored`): a position that can read its own label is
+    never scored on it (a prefix-LM's prefix), unless the mask is a declared leak.
     """
 
     def __init__(self, config: dict):
@@ -31,29 +35,38 @@ class TransformerSystem(pl.LightningModule):
         self.n_params = count_parameters(self.model)
         self.val_nll = MeanMetric()
         self.val_acc = MeanMetric()
+        self._scored: dict[tuple[int, str], torch.Tensor] = {}
+
+    def scored_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        """labels (B, T) with the positions the mask does not let be scored set to padding (ignored)."""
+        key = (labels.size(1), str(labels.device))
+        if key not in self._scored:
+            self._scored[key] = self.model.mask.scored(labels.size(1), labels.device)  # (T,)
+        return labels.masked_fill(~self._scored[key], self.pad_id)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Logits (B, T, V) for a batch dict (its keys other than ``labels`` are the model's arguments)."""
         return self.model(**{k: v for k, v in batch.items() if k != "labels"})
 
-    def _token_losses(self, batch: dict[str, torch.Tensor], smoothing: float) -> tuple[torch.Tensor, torch.Tensor]:
+    def _token_losses(self, batch: dict[str, torch.Tensor], smoothing: float) -> tuple[torch.Tensor, ...]:
+        """The mean loss over scored real tokens, the logits (B, T, V) and the scored labels (B, T)."""
         logits = self(batch)  # (B, T, V)
-        labels = batch["labels"]  # (B, T)
+        labels = self.scored_labels(batch["labels"])  # (B, T)
         loss = F.cross_entropy(
             logits.flatten(0, 1), labels.flatten(), ignore_index=self.pad_id, label_smoothing=smoothing
         )
-        return loss, logits
+        return loss, logits, labels
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss, _ = self._token_losses(batch, self.cfg.train.label_smoothing)
+        loss, _, _ = self._token_losses(batch, self.cfg.train.label_smoothing)
         self.log("train/loss", loss, prog_bar=True)
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        nll, logits = self._token_losses(batch, 0.0)
-        real = batch["labels"] != self.pad_id  # (B, T)
+        nll, logits, labels = self._token_losses(batch, 0.0)
+        real = labels != self.pad_id  # (B, T): real tokens at scored positions
         n = real.sum()
-        correct = ((logits.argmax(-1) == batch["labels"]) & real).sum()
+        correct = ((logits.argmax(-1) == labels) & real).sum()
         self.val_nll.update(nll, weight=n)
         self.val_acc.update(correct / n.clamp(min=1), weight=n)
 

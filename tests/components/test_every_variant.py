@@ -1,6 +1,7 @@
-"""Generated from the registry: every registered model component builds, trains a step, and keeps shapes.
+"""Generated from the registry: every registered variant of every declared kind is tested here.
 
-A variant registered tomorrow is tested here without a new line of test code.
+A variant registered tomorrow, or a kind declared tomorrow, is tested without a new line of test code:
+the kinds come from ``registry.kinds()``, the variants from ``registry.names(kind)``.
 """
 
 from __future__ import annotations
@@ -12,20 +13,35 @@ import torch
 
 import ablate
 from ablate import registry
+from ablate.config.schema import run_schema
 from tests.conftest import TINY
 
-MODEL_KINDS = ("positional", "mask", "ffn", "norm", "norm_position")
+MODEL_KINDS = [k.name for k in registry.kinds().values() if k.section == "model"]
 VARIANTS = [(kind, name) for kind in MODEL_KINDS for name in registry.names(kind)]
+CHANGED = [(kind, name) for kind, name in VARIANTS if name != registry.kind(kind).default]
 ARCHS = ("encoder_decoder", "decoder_only")
+LONG = 80  # longer than every default window and prefix, so that each mask variant changes something
 
 
-def _batch(vocab: int, pad: int) -> dict[str, torch.Tensor]:
+def _batch(vocab: int, pad: int, length: int = 5) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(0)
     src = torch.randint(3, vocab, (3, 7), generator=g)
-    tgt = torch.randint(3, vocab, (3, 5), generator=g)
+    tgt = torch.randint(3, vocab, (3, length), generator=g)
     src[0, 5:] = pad  # padding matters
     tgt[1, 3:] = pad
     return {"src": src, "tgt": tgt}
+
+
+def _run(model: torch.nn.Module, arch: str, b: dict[str, torch.Tensor]) -> torch.Tensor:
+    return model(b["src"], b["tgt"]) if arch == "encoder_decoder" else model(b["tgt"])
+
+
+def test_every_kind_has_its_default_registered_and_a_schema_key():
+    schema = run_schema()
+    for kind in registry.kinds().values():
+        assert kind.default in registry.names(kind.name), kind.name
+        assert schema[kind.section][kind.field] == kind.default
+        assert dict(schema[kind.section][f"{kind.field}_args"]) == {}
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -34,7 +50,7 @@ def test_variant_forward_backward(kind, name, arch):
     cfg = ablate.load_config(None, TINY + [f"model.{kind}={name}", f"model.arch={arch}"])
     model = ablate.build_model(cfg)
     b = _batch(cfg.data.vocab_size, cfg.data.pad_id)
-    logits = model(b["src"], b["tgt"]) if arch == "encoder_decoder" else model(b["tgt"])
+    logits = _run(model, arch, b)
     assert logits.shape == (3, 5, cfg.data.vocab_size)
     assert torch.isfinite(logits).all()
     logits.logsumexp(-1).mean().backward()
@@ -43,10 +59,51 @@ def test_variant_forward_backward(kind, name, arch):
     assert any(g.abs().sum() > 0 for g in grads)
 
 
+@pytest.mark.parametrize("kind,name", CHANGED, ids=[f"{k}={n}" for k, n in CHANGED])
+def test_every_variant_builds_a_model_that_differs_from_the_default(kind, name):
+    """Either the weights differ in number, shape or sharing, or, with every weight copied over, the function does.
+
+    A builder that ignored ``model.<kind>`` would fail here for every variant of that kind.
+    """
+    common = TINY + ["model.dropout=0.0", f"data.max_len={LONG}"]
+    default = ablate.build_model(ablate.load_config(None, common)).eval()
+    variant = ablate.build_model(ablate.load_config(None, common + [f"model.{kind}={name}"])).eval()
+    a, b = default.state_dict(), variant.state_dict()
+    distinct = [sorted(tuple(p.shape) for p in m.parameters()) for m in (default, variant)]  # shared ones once
+    if distinct[0] != distinct[1] or {k: v.shape for k, v in a.items()} != {k: v.shape for k, v in b.items()}:
+        return  # a different layout of weights: a different model
+    variant.load_state_dict(a)
+    batch = _batch(24, 0, length=LONG)
+    with torch.no_grad():
+        assert not torch.allclose(_run(default, "encoder_decoder", batch), _run(variant, "encoder_decoder", batch))
+
+
+@pytest.mark.parametrize("kind,name", VARIANTS, ids=[f"{k}={n}" for k, n in VARIANTS])
+def test_built_parts_implement_their_kind(kind, name):
+    cfg = ablate.load_config(None, TINY + [f"model.{kind}={name}"])
+    from ablate.model.builder import Parts
+
+    extra = {"stack": "decoder", "positional": None} if kind == "attention" else {"stack": "decoder"}
+    assert isinstance(Parts(cfg).make(kind, **extra), registry.kind(kind).interface)
+
+
 @pytest.mark.parametrize("name", registry.names("schedule"))
 def test_schedule_gives_positive_finite_lr(name):
-    entry = registry.get("schedule", name)
     context = {"d_model": 64, "lr": 1e-3, "max_steps": 1000}
     schedule = registry.create("schedule", name, context, {"warmup": 10})
     lrs = [schedule(step) for step in range(0, 1000, 7)]
-    assert all(lr > 0 and math.isfinite(lr) for lr in lrs), entry.name
+    assert all(lr > 0 and math.isfinite(lr) for lr in lrs), name
+
+
+@pytest.mark.parametrize("name", [n for n in registry.names("schedule") if n != registry.kind("schedule").default])
+def test_every_schedule_differs_from_the_default(name):
+    context = {"d_model": 64, "lr": 1e-3, "max_steps": 1000}
+    default = registry.create("schedule", registry.kind("schedule").default, context, {})
+    other = registry.create("schedule", name, context, {})
+    assert [default(s) for s in range(0, 1000, 50)] != [other(s) for s in range(0, 1000, 50)]
+
+
+@pytest.mark.parametrize("kind", list(registry.kinds()))
+def test_every_variant_cites_where_it_comes_from_or_says_what_it_is(kind):
+    for entry in registry.entries(kind):
+        assert len(entry.description) > 15, (kind, entry.name)

@@ -94,4 +94,4 @@ def test_component_args_given_whole_replace_and_dotted_ones_merge(tmp_path):
     tweaked = ablate.load_config(base, ["train.schedule_args.warmup=10"])
     assert dict(tweaked.train.schedule_args) == {"warmup": 10, "scale": 2.0}
     (tmp_path / "child.yaml").write_text(f"defaults: [{base}]\ntrain: {{schedule: cosine, schedule_args: {{warmup: 5}}}}\n")
-    assert dict(ablate.load_config(tmp_path / "child.yaml").train.schedule_args) == {"warmup": 5}
+    assert dict(ablate.load_config(tmp_path / "child.yaml").train.schedule_args) == {"warmup": 5, "min_ratio": 0.1}  # cosine's default

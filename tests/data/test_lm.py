@@ -7,7 +7,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ablate import registry
-from ablate.config.schema import DataConfig
+from ablate.config.schema import run_schema
 from ablate.data.lm import TextLM
 from ablate.errors import ConfigError
 
@@ -16,7 +16,7 @@ T, B = 32, 4
 
 def data_config(path, cache_dir, **overrides) -> DictConfig:
     fields = dict(task="text_lm", path=str(path), vocab_size=200, max_len=T, batch_size=B, cache_dir=str(cache_dir))
-    return OmegaConf.structured(DataConfig(**{**fields, **overrides}))
+    return OmegaConf.merge(run_schema().data, {**fields, **overrides})
 
 
 def make(data: DictConfig, **task_args) -> TextLM:

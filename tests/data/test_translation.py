@@ -8,7 +8,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ablate import registry
-from ablate.config.schema import DataConfig
+from ablate.config.schema import run_schema
 from ablate.data.batching import TokenBatchSampler
 from ablate.data.translation import ParallelText
 from ablate.errors import ConfigError
@@ -27,7 +27,7 @@ def data_config(path, cache_dir, **overrides) -> DictConfig:
         max_len=MAX_LEN,
         cache_dir=str(cache_dir),
     )
-    return OmegaConf.structured(DataConfig(**{**fields, **overrides}))
+    return OmegaConf.merge(run_schema().data, {**fields, **overrides})
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ablate.data.tokenizer import Tokenizer, TokenizerSettings, train
-from ablate.evaluate.bleu import corpus_bleu, detokenize
+from ablate.metrics.bleu import corpus_bleu, detokenize
 
 REFS = ["Ein Mann fährt mit dem Fahrrad.", "Zwei Hunde spielen im Schnee.", "Eine Frau liest ein Buch."]
 

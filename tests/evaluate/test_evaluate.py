@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from ablate.errors import ConfigError
-from ablate.evaluate import add_evaluate_parser, evaluate_run, step_checkpoints
-from ablate.train.rundir import read_metrics
+from ablate.evaluate import add_evaluate_parser, evaluate_run
+from ablate.runs.files import step_checkpoints
+from ablate.runs.files import read_metrics
 
 TEST_LINES = 1000  # test_2016_flickr
 

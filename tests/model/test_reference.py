@@ -58,12 +58,19 @@ def test_base_and_d_k_16_counts_exactly():
     assert ablate.count_parameters(ablate.build_model(row_b))["total"] == 58_038_784  # 58.04M
 
 
-def test_untied_embeddings_add_two_vocabulary_matrices():
-    tied = ablate.load_config(None, ["data.vocab_size=1000", "model.n_layers=1"])
-    untied = ablate.load_config(None, ["data.vocab_size=1000", "model.n_layers=1", "model.tie_embeddings=false"])
-    diff = ablate.count_parameters(ablate.build_model(untied))["total"] - ablate.count_parameters(
-        ablate.build_model(tied))["total"]
-    assert diff == 2 * 1000 * 512
+def _total(*overrides: str) -> int:
+    cfg = ablate.load_config(None, ["data.vocab_size=1000", "model.n_layers=1", *overrides])
+    with torch.device("meta"):
+        return ablate.count_parameters(ablate.build_model(cfg))["total"]
+
+
+def test_embedding_variants_add_the_matrices_they_untie():
+    """V = 1000, d = 512: two_way adds the source's V x d matrix, untied adds two; ALBERT's factorisation
+    replaces V x d by V x E + E x d."""
+    tied = _total()
+    assert _total("model.embedding=two_way") - tied == 1000 * 512
+    assert _total("model.embedding=untied") - tied == 2 * 1000 * 512
+    assert _total("model.embedding=factorized", "model.embedding_args.d_embed=64") - tied == 1000 * 64 + 64 * 512 - 1000 * 512
 
 
 def _copy_into_torch_layer(ours: EncoderLayer, theirs: nn.TransformerEncoderLayer) -> None:

@@ -228,8 +228,8 @@ def test_report_html_renders_offline_in_headless_chromium(written, tmp_path):
 
 def test_upload_table_logs_the_csv_table(report, monkeypatch):
     # A stand-in module, so the test neither imports wandb (seconds) nor logs anything.
-    module = types.ModuleType("ablate.train.wandb")
-    monkeypatch.setitem(sys.modules, "ablate.train.wandb", module)
+    module = types.ModuleType("ablate.runs.wandb")
+    monkeypatch.setitem(sys.modules, "ablate.runs.wandb", module)
     calls = []
     monkeypatch.setattr(module, "log_table", lambda **kwargs: calls.append(kwargs), raising=False)
     upload_table(report, project="ablate", entity=None, group="table3_A", save_dir="wandb", mode="offline")

@@ -42,7 +42,7 @@ def test_round_trip_through_wandb_form_gives_the_same_run_configs(tmp_path):
     for row, dropout, seed in grid:  # what a W&B agent's run.config holds
         base, overrides, name = from_wandb({**fixed, "row": row, "model.dropout": dropout, "seed": seed})
         assert name == "rt" and base == str(sweep.base_config)
-        from ablate.train.rundir import config_hash
+        from ablate.runs.files import config_hash
 
         remote.add(config_hash(run_config(sweep, overrides, None)))
     assert remote == local

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import ablate
-from ablate.train.rundir import read_metrics
+from ablate.runs.files import read_metrics
 from ablate.train.run import RunFailed, train
 from tests.conftest import REPO, TINY
 

@@ -1,14 +1,22 @@
-"""Learning-rate schedules. Each returns a function from optimiser step (0-based) to the absolute lr."""
+"""Learning-rate schedules. Each returns a function from optimiser step (0-based) to the absolute lr.
+
+A schedule states the config keys it reads by the context it takes: ``noam`` computes its own lr from
+d_model and the warmup, so it does not read ``train.lr`` (and a sweep over train.lr under noam is refused).
+"""
 
 from __future__ import annotations
 
+import collections.abc
 import math
 from typing import Callable
 
 from ablate.errors import ConfigError
-from ablate.registry import register
+from ablate.registry import declare_kind, register
 
 Schedule = Callable[[int], float]
+
+KIND = declare_kind("schedule", key="train.schedule", interface=collections.abc.Callable, default="noam",
+                    description="learning-rate schedule: the absolute lr at each optimiser step")
 
 
 def _check_warmup(warmup: int) -> None:
@@ -18,7 +26,7 @@ def _check_warmup(warmup: int) -> None:
 
 @register("schedule", "noam")
 def noam(*, d_model: int, warmup: int = 4000, scale: float = 1.0) -> Schedule:
-    """lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (section 5.3; the paper's)."""
+    """lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (Vaswani et al. 2017, section 5.3; the paper's)."""
     _check_warmup(warmup)
     if warmup == 0:
         raise ConfigError("train.schedule_args.warmup", warmup, "a positive integer for schedule=noam")
@@ -32,7 +40,7 @@ def noam(*, d_model: int, warmup: int = 4000, scale: float = 1.0) -> Schedule:
 
 @register("schedule", "cosine")
 def cosine(*, lr: float, max_steps: int, warmup: int = 4000, min_ratio: float = 0.1) -> Schedule:
-    """Linear warmup to train.lr, then cosine decay to min_ratio * train.lr at max_steps."""
+    """Linear warmup to train.lr, then cosine decay to min_ratio * train.lr at max_steps (Loshchilov & Hutter 2017)."""
     _check_warmup(warmup)
     peak = lr
 

@@ -15,6 +15,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -77,3 +78,13 @@ def read_metrics(run_dir: Path) -> list[dict[str, float]]:
                 key = (int(values.get("step", -1)), ",".join(sorted(values)))
                 rows[key] = values
     return sorted(rows.values(), key=lambda r: r.get("step", -1))
+
+
+STEP_FILE = re.compile(r"^step-(?:step=)?(\d+)\.ckpt$")  # step-1200.ckpt (step-step=1200.ckpt: metric name inserted)
+
+
+def step_checkpoints(run_dir: str | Path) -> list[Path]:
+    """The run's ``checkpoints/step-*.ckpt``, oldest step first."""
+    found = [(int(m.group(1)), p) for p in (Path(run_dir) / "checkpoints").glob("step-*.ckpt")
+             if (m := STEP_FILE.match(p.name))]
+    return [p for _, p in sorted(found)]

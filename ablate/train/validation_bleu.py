@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytorch_lightning as pl
 
 from ablate.decode import translate
-from ablate.evaluate.bleu import corpus_bleu, detokenize
+from ablate.metrics.bleu import corpus_bleu, detokenize
 
 
 class ValidationBleu(pl.Callback):

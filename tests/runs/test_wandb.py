@@ -14,10 +14,10 @@ from omegaconf import OmegaConf
 
 import ablate
 from ablate.errors import ConfigError
-from ablate.train import wandb as wb
+from ablate.runs import wandb as wb
 from ablate.train.run import train
 from tests.conftest import TINY
-from tests.train.wandb_records import RunLog
+from tests.runs.wandb_records import RunLog
 
 FAST = ["train.max_steps=6", "train.val_every=3", "train.log_every=2", "trainer.enable_progress_bar=false"]
 WANDB = ["logger=wandb", "wandb.group=mysweep", "wandb.name=h4", "wandb.tags=[a,b]", "output_dir=run"]

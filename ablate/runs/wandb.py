@@ -23,7 +23,7 @@ from pytorch_lightning.utilities import rank_zero_only
 from ablate.config.schema import Logger as LoggerKind
 from ablate.config.schema import WandbMode
 from ablate.errors import ConfigError
-from ablate.train.rundir import config_hash, read_result, write_atomic
+from ablate.runs.files import config_hash, read_result, write_atomic
 
 MODES = tuple(m.value for m in WandbMode)
 _ENV_MODES = {"online": "online", "run": "online", "offline": "offline", "dryrun": "offline", "disabled": "disabled",

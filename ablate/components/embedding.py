@@ -1,0 +1,105 @@
+"""Token embeddings and the pre-softmax projection (section 3.4), and how they share weights.
+
+An embedding variant builds the three parts a model needs: the source embedding, the target
+embedding (each ids (B, T) -> (B, T, d_model)) and the generator ((B, T, d_model) -> logits
+(B, T, V)). Parts that share a matrix hold the same parameter, counted once. A decoder-only model
+uses the target embedding and the generator only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ablate.errors import ConfigError
+from ablate.registry import declare_kind, register
+
+
+class TokenEmbedding(nn.Embedding):
+    """Token embedding, multiplied by sqrt(d_model) when ``scale`` (section 3.4)."""
+
+    def __init__(self, vocab_size: int, d_model: int, *, scale: bool):
+        super().__init__(vocab_size, d_model)
+        nn.init.normal_(self.weight, std=d_model**-0.5)
+        self.multiplier = math.sqrt(d_model) if scale else 1.0
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return super().forward(ids) * self.multiplier  # (B, T) -> (B, T, d_model)
+
+
+class TiedGenerator(nn.Module):
+    """Pre-softmax projection sharing an embedding matrix (section 3.4): logits = x E^T."""
+
+    def __init__(self, embedding: nn.Embedding):
+        super().__init__()
+        self.embedding = embedding
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.embedding.weight)  # (B, T, d_model) -> (B, T, V)
+
+
+class Embeddings:
+    """The three parts, built once; a model takes them as its children."""
+
+    def __init__(self, source: nn.Module, target: nn.Module, generator: nn.Module):
+        self.source, self.target, self.generator = source, target, generator
+
+
+KIND = declare_kind("embedding", key="model.embedding", interface=Embeddings, default="tied",
+                    description="source and target token embeddings and the pre-softmax projection, and which share weights")
+
+
+@register("embedding", "tied")
+def tied(*, vocab_size: int, d_model: int, scale: bool = True) -> Embeddings:
+    """One V x d_model matrix for the source, the target and the pre-softmax projection (Vaswani et al. 2017, section 3.4; the paper's)."""
+    table = TokenEmbedding(vocab_size, d_model, scale=scale)
+    return Embeddings(table, table, TiedGenerator(table))
+
+
+@register("embedding", "two_way")
+def two_way(*, vocab_size: int, d_model: int, scale: bool = True) -> Embeddings:
+    """The target embedding and the pre-softmax projection share a matrix; the source has its own (Press & Wolf 2017)."""
+    target = TokenEmbedding(vocab_size, d_model, scale=scale)
+    return Embeddings(TokenEmbedding(vocab_size, d_model, scale=scale), target, TiedGenerator(target))
+
+
+@register("embedding", "untied")
+def untied(*, vocab_size: int, d_model: int, scale: bool = True) -> Embeddings:
+    """Three separate matrices: source, target, and a pre-softmax projection without bias."""
+    return Embeddings(TokenEmbedding(vocab_size, d_model, scale=scale), TokenEmbedding(vocab_size, d_model, scale=scale),
+                      nn.Linear(d_model, vocab_size, bias=False))
+
+
+class FactorizedEmbedding(nn.Module):
+    """E(ids) P: a V x d_embed table, projected up to d_model (ALBERT's factorisation)."""
+
+    def __init__(self, table: TokenEmbedding, projection: nn.Linear):
+        super().__init__()
+        self.table, self.projection = table, projection
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.projection(self.table(ids))  # (B, T) -> (B, T, d_embed) -> (B, T, d_model)
+
+
+class FactorizedGenerator(nn.Module):
+    """logits = (x P^T) E^T: back down through the same projection, then the tied table."""
+
+    def __init__(self, embedding: FactorizedEmbedding):
+        super().__init__()
+        self.embedding = embedding
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        down = x @ self.embedding.projection.weight  # (B, T, d_model) -> (B, T, d_embed)
+        return F.linear(down, self.embedding.table.weight)  # (B, T, V)
+
+
+@register("embedding", "factorized")
+def factorized(*, vocab_size: int, d_model: int, d_embed: int = 128, scale: bool = True) -> Embeddings:
+    """A V x d_embed table and a d_embed x d_model projection, shared three ways (Lan et al. 2020, ALBERT)."""
+    if not 0 < d_embed:
+        raise ConfigError("model.embedding_args.d_embed", d_embed, "a positive integer")
+    table = FactorizedEmbedding(TokenEmbedding(vocab_size, d_embed, scale=scale), nn.Linear(d_embed, d_model, bias=False))
+    return Embeddings(table, table, FactorizedGenerator(table))

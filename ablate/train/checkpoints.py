@@ -1,0 +1,44 @@
+"""Checkpoints: written atomically (a killed process leaves the previous checkpoint, never half a file), and
+the last k kept for checkpoint averaging (section 6.1)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.plugins.io import TorchCheckpointIO
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's torch.save checkpointing, through a temporary file renamed into place."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            super().save_checkpoint(checkpoint, tmp, storage_options)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def step_checkpoint_callback(dirpath: str | Path, *, every_n_train_steps: int, keep: int) -> ModelCheckpoint:
+    """A ModelCheckpoint that keeps the last ``keep`` checkpoints, one every ``every_n_train_steps`` steps,
+    as ``<dirpath>/step-<step>.ckpt`` (weights only: averaging needs no optimiser state)."""
+    return ModelCheckpoint(
+        dirpath=dirpath,
+        filename="step-{step}",
+        auto_insert_metric_name=False,  # step-1200.ckpt, not step-step=1200.ckpt
+        every_n_train_steps=every_n_train_steps,
+        save_top_k=keep,
+        monitor="step",  # the largest steps are the "best": the newest k are kept
+        mode="max",
+        save_weights_only=True,
+        enable_version_counter=False,  # a step saved again after a resume replaces its file
+    )
