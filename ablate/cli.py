@@ -159,10 +159,10 @@ def cmd_components(args: argparse.Namespace) -> int:
 
     registry.import_modules(args.imports)
     kinds = registry.kinds()
-    selected = [args.kind] if args.kind else list(kinds)
+    selected = [registry.kind(args.kind).name] if args.kind else list(kinds)
     for kind in selected:
         entries = registry.entries(kind)
-        print(f"{kind}: {kinds[kind]}")
+        print(f"{kind}: {kinds[kind].description}  [{kinds[kind].key}, default {kinds[kind].default}]")
         for e in entries:
             params = ", ".join(p.describe() for p in e.params)
             print(f"  {e.name:<16} {e.description}" + (f"  [{params}]" if params else ""))

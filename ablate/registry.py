@@ -181,14 +181,24 @@ def declare_kind(name: str, *, key: str, interface: type, default: str, descript
 
 
 def _parameters(factory: Callable[..., Any]) -> list[Param]:
-    target = factory.__init__ if inspect.isclass(factory) else factory
-    try:
-        hints = inspect.get_annotations(target, eval_str=True)
-    except Exception:  # unresolvable annotations: fall back to the raw ones
-        hints = {}
-    return [Param(p.name, hints.get(p.name, p.annotation), p.default)
-            for p in inspect.signature(target).parameters.values()
-            if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    """A factory's keyword parameters. A class whose ``__init__`` takes ``**kwargs`` and passes them on (a
+    subclass of its kind's base) also takes those of the next ``__init__`` up its MRO."""
+    targets = [factory]
+    if inspect.isclass(factory):
+        targets = [c.__init__ for c in factory.__mro__ if "__init__" in vars(c) and c is not object]
+    params: dict[str, Param] = {}
+    for target in targets:
+        try:
+            hints = inspect.get_annotations(target, eval_str=True)
+        except Exception:  # unresolvable annotations: fall back to the raw ones
+            hints = {}
+        signature = inspect.signature(target)
+        for p in signature.parameters.values():
+            if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in params:
+                params[p.name] = Param(p.name, hints.get(p.name, p.annotation), p.default)
+        if not any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
+            break
+    return list(params.values())
 
 
 def _product(factory: Callable[..., Any]) -> type | None:

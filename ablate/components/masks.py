@@ -132,5 +132,7 @@ class PrefixLMMask(Mask):
         return (j <= i) | (j < self.prefix_len)  # (T_q, T_k)
 
     def scored(self, length: int, device: torch.device) -> torch.Tensor:
-        """Positions prefix_len - 1 onwards: their labels lie after the prefix, which no position before them sees."""
-        return torch.arange(length, device=device) >= self.prefix_len - 1
+        """Positions prefix_len - 1 onwards, whose labels lie after the prefix (no position before them sees those),
+        and the last position, whose label lies after the sequence."""
+        t = torch.arange(length, device=device)
+        return (t >= self.prefix_len - 1) | (t == length - 1)

@@ -1,7 +1,7 @@
 """Incremental decoding with cached keys and values gives the logits of the full forward pass.
 
-Generated from the registry: every positional encoding and decoder mask, and every other model
-component with the default positional and mask.
+Generated from the registry: every attention variant with every positional component and decoder mask,
+and every variant of every other model kind with the defaults.
 """
 
 from __future__ import annotations
@@ -13,8 +13,11 @@ import ablate
 from ablate import registry
 from tests.conftest import TINY
 
-CASES = [(p, m) for p in registry.names("positional") for m in registry.names("mask")]
-OTHER = [(kind, name) for kind in ("ffn", "norm", "norm_position") for name in registry.names(kind)]
+CASES = [(a, p, m) for a in registry.names("attention") for p in registry.names("positional")
+         for m in registry.names("mask")]
+CROSSED = {"attention", "positional", "mask"}
+OTHER = [(k.name, name) for k in registry.kinds().values() if k.section == "model" and k.name not in CROSSED
+         for name in registry.names(k.name)]
 
 
 def _model(overrides: list[str]) -> torch.nn.Module:
@@ -48,9 +51,10 @@ def _mask_args(mask: str) -> list[str]:
     return {"sliding_window": ["model.mask_args.window=3"], "prefix_lm": ["model.mask_args.prefix_len=3"]}.get(mask, [])
 
 
-@pytest.mark.parametrize("positional,mask", CASES, ids=[f"{p}-{m}" for p, m in CASES])
-def test_cached_steps_equal_the_full_pass(positional, mask):
-    model = _model([f"model.positional={positional}", f"model.mask={mask}", *_mask_args(mask)])
+@pytest.mark.parametrize("attention,positional,mask", CASES, ids=["-".join(c) for c in CASES])
+def test_cached_steps_equal_the_full_pass(attention, positional, mask):
+    model = _model([f"model.attention={attention}", f"model.positional={positional}", f"model.mask={mask}",
+                    *_mask_args(mask)])
     src, tgt = _batch()
     with torch.no_grad():
         full = model(src, tgt)  # (B, T, V)
@@ -87,3 +91,13 @@ def test_masks_that_look_ahead_would_make_a_cache_go_stale(mask):
         prefixes = torch.stack([model(src, tgt[:, : t + 1])[0, -1] for t in range(tgt.size(1))])  # (T, V)
     torch.testing.assert_close(steps[0, 0], prefixes[0], atol=1e-5, rtol=0)  # the first step sees the same
     assert not torch.allclose(steps[0, 1:], prefixes[1:], atol=1e-3)  # later ones would not
+
+
+def test_the_gqa_cache_holds_only_the_key_value_heads():
+    model = _model(["model.attention=gqa", "model.attention_args.n_kv_heads=2"])  # 4 query heads
+    src, tgt = _batch()
+    state = model.start_decoding(src)
+    model.decode_step(tgt[:, :3], state)
+    self_kv, memory_kv = state.layers[0].self_attn, state.layers[0].cross_attn
+    assert self_kv.k.shape == (3, 2, 3, 8) and self_kv.v.shape == (3, 2, 3, 8)  # (B, h_kv, T, d)
+    assert memory_kv.k.shape == (3, 2, 7, 8)
