@@ -41,15 +41,20 @@ class Mask(ABC):
         """(T_q, T_k) boolean, True = may attend, queries being the last T_q of T_k positions; None = all."""
 
     def scored(self, length: int, device: torch.device) -> torch.Tensor:
-        """(T,) boolean: position t may be scored on its label, token t + 1 (True = scored).
-
-        Position t's output depends on every position it reaches through the mask's graph in any
-        number of steps (layers). It may be scored when position t + 1 is not among them. The last
-        position's label lies beyond the sequence: it is always scored. Subclasses may give the same
-        answer in closed form; a leaky mask (``leaks_labels``) scores every position.
-        """
+        """(T,) boolean: position t is scored on its label, token t + 1 (True = scored): every position for
+        a declared leak (``leaks_labels``), else those of :meth:`unseen_labels`."""
         if self.leaks_labels:
             return torch.ones(length, dtype=torch.bool, device=device)
+        return self.unseen_labels(length, device)
+
+    def unseen_labels(self, length: int, device: torch.device) -> torch.Tensor:
+        """(T,) boolean: the positions t whose label, token t + 1, no position t reads from has seen.
+
+        Position t's output depends on every position it reaches through the mask's graph in any
+        number of steps (layers); its label is unseen when position t + 1 is not among them. The last
+        position's label lies beyond the sequence: always unseen. Subclasses may give the same answer
+        in closed form.
+        """
         allowed = self(length, length, torch.device("cpu"))  # (T, T)
         if allowed is None:
             allowed = torch.ones(length, length, dtype=torch.bool)
@@ -131,7 +136,7 @@ class PrefixLMMask(Mask):
         i, j = _positions(t_q, t_k, device)
         return (j <= i) | (j < self.prefix_len)  # (T_q, T_k)
 
-    def scored(self, length: int, device: torch.device) -> torch.Tensor:
+    def unseen_labels(self, length: int, device: torch.device) -> torch.Tensor:
         """Positions prefix_len - 1 onwards, whose labels lie after the prefix (no position before them sees those),
         and the last position, whose label lies after the sequence."""
         t = torch.arange(length, device=device)

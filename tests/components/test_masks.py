@@ -49,10 +49,10 @@ def test_looks_ahead_is_declared_truthfully(name):
 
 @pytest.mark.parametrize("name", sorted(MASKS))
 def test_declared_scored_positions_equal_the_generic_reachability(name):
-    """A mask's own ``scored`` (a closed form, where it has one) agrees with the base class's graph search."""
+    """A mask's own ``unseen_labels`` (a closed form, where it has one) agrees with the base class's graph search."""
     mask = MASKS[name]
     for length in (1, 2, 3, 4, 9):
-        assert torch.equal(mask.scored(length, CPU), Mask.scored(mask, length, CPU)), length
+        assert torch.equal(mask.unseen_labels(length, CPU), Mask.unseen_labels(mask, length, CPU)), length
 
 
 def _reaches(allowed: torch.Tensor, query: int, key: int, layers: int) -> bool:
