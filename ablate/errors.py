@@ -29,3 +29,19 @@ class ConfigError(ValueError):
             self.source = source
             self.args = (self._message(),)
         return self
+
+
+class NoEffect(ConfigError):
+    """A key that was set but that the run does not read: a sweep over it would train the same model twice.
+
+    Args:
+        key, value, source: as for :class:`ConfigError`.
+        why: why the run does not read it, naming the setting that decides.
+    """
+
+    def __init__(self, key: str, value: Any, why: str, source: str | None = None):
+        super().__init__(key, value, why, source)
+
+    def _message(self) -> str:
+        where = f"{self.source}: " if self.source else ""
+        return f"{where}{self.key}={self.value!r} has no effect: {self.allowed}"

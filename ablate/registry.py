@@ -57,7 +57,7 @@ CONTEXT: dict[str, str | None] = {
     "seed": "seed",
     # A parameter named like a kind receives a component of that kind: the one the context holds
     # (attention gets its stack's shared ``positional``), else a fresh one built from the config.
-    "data": None,  # a task's data section: tasks declare the data keys they read (``reads=``)
+    "data": "data.",  # a task's data section: every data key, unless the task declares those it reads (``reads=``)
     "stack": None,  # "encoder" or "decoder": which stack the component is built for
     "cross": None,  # attention: True for the decoder's attention over the encoder output
     "decoder_only": None,  # True for a decoder-only language model
@@ -120,13 +120,16 @@ class Entry:
     extra_reads: tuple[str, ...] = ()  # config keys read beyond those its context names (tasks: data.*)
 
     def _split(self) -> tuple[list[Param], set[str]]:
-        own, context = [], set()
-        for p in _parameters(self.factory):
-            if p.name in CONTEXT or p.name in _KINDS:
-                context.add(p.name)
-            else:
-                own.append(p)
-        return own, context
+        key = (id(self), len(_KINDS))  # a kind declared later turns a parameter of its name into context
+        if key not in _SPLITS:
+            own, context = [], set()
+            for p in _parameters(self.factory):
+                if p.name in CONTEXT or p.name in _KINDS:
+                    context.add(p.name)
+                else:
+                    own.append(p)
+            _SPLITS[key] = (own, context)
+        return _SPLITS[key]
 
     @property
     def params(self) -> tuple[Param, ...]:
@@ -139,14 +142,18 @@ class Entry:
         return frozenset(self._split()[1])
 
     def reads(self) -> frozenset[str]:
-        """The config keys this variant reads: from its context, its sub-components' kinds, and ``reads=``."""
+        """The config keys this variant reads: from its context, its sub-components' kinds, and ``reads=``.
+        A key ending in a dot stands for a whole section (a task that does not say which data keys it reads)."""
         keys = {CONTEXT[c] for c in self.context if CONTEXT.get(c)} | set(self.extra_reads)
         keys |= {_KINDS[c].key for c in self.context if c in _KINDS}
+        if self.extra_reads:
+            keys -= {CONTEXT[c] for c in self.context if (CONTEXT.get(c) or "").endswith(".")}
         return frozenset(keys)
 
 
 _KINDS: dict[str, Kind] = {}
 _REGISTRY: dict[str, dict[str, Entry]] = {}
+_SPLITS: dict[tuple[int, int], tuple[list[Param], set[str]]] = {}
 _entry_points_loaded = False
 
 
@@ -290,6 +297,11 @@ def import_modules(modules: Iterable[str]) -> None:
             raise ConfigError("imports", module, f"an importable module ({exc})") from exc
         except RegistrationError as exc:
             raise ConfigError("imports", module, f"a module whose components can be registered ({exc})") from exc
+
+
+def version() -> tuple[int, int]:
+    """Changes whenever a kind is declared or a variant registered (a key for caches of what the registry holds)."""
+    return len(_KINDS), sum(len(v) for v in _REGISTRY.values())
 
 
 def kinds() -> dict[str, Kind]:

@@ -5,7 +5,9 @@ the file); those are merged first, in order, then the file itself, then the
 command-line overrides (``model.n_heads=4``). Every value is checked against
 the schema (:mod:`ablate.config.schema`) and the registry before anything
 runs; a bad one raises :class:`ablate.errors.ConfigError` naming the key, the
-value, what is allowed and the file it came from.
+value, what is allowed and the file it came from. A key set on the command line
+or by a sweep that the resolved run does not read is refused too
+(:mod:`ablate.config.reads`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 import ablate.components  # noqa: F401  (declares the built-in kinds and registers their variants)
 import ablate.data  # noqa: F401  (registers the built-in tasks)
+from ablate.config.reads import check_reads
 from ablate.config.schema import run_schema
 from ablate.config.validate import validate
 from ablate.errors import ConfigError
@@ -28,6 +31,7 @@ from ablate import registry
 from ablate.registry import import_modules
 
 COMMAND_LINE = "command line"
+INTERNAL = "ablate"  # a layer of ablate's own bookkeeping (a sweep run's directory and W&B labels): not read-checked
 
 
 def load_config(
@@ -82,8 +86,17 @@ def load_config(
     except ConfigError as err:
         raise err.at(_source_of(err.key, sources)) from None
     _fill_component_defaults(cfg)
+    check_reads(cfg, [(key, OmegaConf.select(cfg, key), source) for source, data, _ in parsed if source != INTERNAL
+                      for key in _leaf_keys(data)])
     OmegaConf.set_readonly(cfg, True)
     return cfg
+
+
+def _leaf_keys(data: Any, prefix: str = "") -> list[str]:
+    """The dotted keys of the values in ``data`` (a mapping's own key when it is empty)."""
+    if not isinstance(data, dict) or not data:
+        return [prefix] if prefix else []
+    return [k for key, value in data.items() for k in _leaf_keys(value, f"{prefix}.{key}" if prefix else str(key))]
 
 
 def _fill_component_defaults(cfg: DictConfig) -> None:
@@ -133,9 +146,10 @@ def _merge(cfg: DictConfig, data: Any, source: str, sources: dict[str, str], who
     """Merge ``data`` into ``cfg``; the ``whole`` keys (a component's ``*_args`` given as one mapping)
     replace what was there, so switching ``train.schedule`` does not inherit the previous schedule's
     arguments, while a dotted key inside (``model.mask_args.window=4``) changes that one argument."""
-    cfg = cfg.copy()
-    for key in whole:
-        if isinstance(OmegaConf.select(cfg, key), DictConfig):
+    replaced = [key for key in whole if isinstance(OmegaConf.select(cfg, key), DictConfig)]
+    if replaced:
+        cfg = cfg.copy()  # OmegaConf.merge makes a new config; the replaced keys are cleared in a copy first
+        for key in replaced:
             OmegaConf.update(cfg, key, {}, merge=False)
     try:
         merged = OmegaConf.merge(cfg, data)

@@ -7,22 +7,46 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ablate.sweep.plan import PlannedRun, default_sweep_dir, plan_sweep, run_config, write_plan
+from ablate.sweep.plan import PlannedRun, base_variant, default_sweep_dir, plan_sweep, run_config, write_plan
 from ablate.sweep.runner import Outcome, execute
 from ablate.sweep.spec import Sweep
 
 
 def format_matrix(sweep: Sweep, runs: list[PlannedRun]) -> str:
-    """The run matrix: one row per run with its varied values, parameter count and FLOPs per token."""
+    """The run matrix (one line per run: varied values, parameters, FLOPs per token), then what each variant
+    changes in the built run against the base, matched budgets, and the variants that train the same model."""
     keys = list(runs[0].varied) if runs else []
     header = ["run", "variant", "seed", *keys, "params", "FLOPs/token"]
-    rows = [[r.id, r.variant, str(r.seed), *(str(r.varied[k]) for k in keys), f"{r.parameters / 1e6:.2f}M",
+    rows = [[r.id, r.variant, str(r.seed), *(str(r.varied[k]) for k in keys), f"{r.parameters / 1e6:.3f}M",
              f"{r.flops_per_token:.3g}"] for r in runs]
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
     title = f"sweep {sweep.name}: {len(runs)} runs, method {sweep.method}, metric {sweep.metric['name']} ({sweep.metric['goal']})"
-    return "\n".join([title, *lines])
+    return "\n".join([title, *lines, "", *variant_notes(runs)])
+
+
+def variant_notes(runs: list[PlannedRun]) -> list[str]:
+    """Per variant, against the base: parameters, matched budget, changed modules and settings; twins flagged."""
+    variants = {r.variant: r for r in reversed(runs)}  # the first run of each variant
+    base = base_variant(runs)
+    out = [f"what each variant changes in the built run, against {base!r}:"]
+    base_params = variants[base].parameters if base in variants else None
+    for name, r in reversed(list(variants.items())):
+        delta = f" ({(r.parameters - base_params) / base_params:+.2%})" if base_params and r.parameters != base_params else ""
+        parts = [f"{r.parameters / 1e6:.3f}M params{delta}"]
+        if r.matched:
+            m = r.matched
+            parts.append(f"matched {m['budget']}: {m['by']}={m['value']} gives {m['achieved']:.6g} for the base's "
+                         f"{m['target']:.6g} ({m['error']:+.2%})")
+        if r.leaks_labels:
+            parts.append("its mask leaks labels (every position scored): losses not comparable")
+        if r.same_as:
+            parts.append(f"SAME MODEL AND TRAINING AS {r.same_as!r}: it differs only in keys that change nothing")
+        elif name != base and not r.changes and not r.matched:
+            parts.append("no change to the model or its training besides the seed")
+        out.append(f"  {name}: " + "; ".join(parts + r.changes))
+    return out
 
 
 def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: int, dry_run: bool,
@@ -36,6 +60,6 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     if sweep.path.resolve() != (sweep_dir / "sweep.yaml").resolve():
         shutil.copyfile(sweep.path, sweep_dir / "sweep.yaml")
     write_plan(sweep, sweep_dir, runs)
-    configs = {r.id: OmegaConf.to_yaml(run_config(sweep, r.overrides, sweep_dir / r.run_dir, extra)) for r in runs}
+    configs = {r.id: OmegaConf.to_yaml(run_config(sweep, r.overrides, sweep_dir / r.run_dir, extra, r.labels)) for r in runs}
     outcome = execute(runs, configs, sweep_dir, workers=workers, retry_failed=retry_failed, progress=progress)
     return sweep_dir, runs, outcome

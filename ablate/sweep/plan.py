@@ -11,19 +11,25 @@ that plan the same config share nothing by accident: each keeps its own folder.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import json
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
+from torch import nn
 
 from ablate.config import load_config
+from ablate.config.load import INTERNAL
+from ablate.config.reads import effective
 from ablate.errors import ConfigError
 from ablate.model import build_model, count_parameters
-from ablate.model.flops import flops_per_token
-from ablate.sweep.spec import Point, Sweep, _yaml_value
+from ablate.model.diff import module_changes
+from ablate.model.flops import count_flops
 from ablate.runs.files import config_hash, write_json
+from ablate.sweep.match import Match, budget_of, solve
+from ablate.sweep.spec import Point, Sweep, _yaml_value
 
 
 @dataclass
@@ -32,10 +38,15 @@ class PlannedRun:
     variant: str
     seed: int
     varied: dict[str, Any]
-    overrides: list[str]
+    overrides: list[str]  # the run's own values (rows, parameters, a matched dimension, seed)
+    labels: list[str]  # ablate's bookkeeping: the W&B run name and tags
     run_dir: str  # relative to the sweep directory
     parameters: int
     flops_per_token: float
+    changes: list[str] = field(default_factory=list)  # what the built run changes against the base variant
+    same_as: str | None = None  # an earlier variant that trains the very same model (same effective config)
+    matched: dict[str, Any] | None = None  # the matched budget: budget, by, value, achieved, target
+    leaks_labels: bool = False  # its decoder mask scores positions that can see their labels
 
 
 def default_sweep_dir(sweep: Sweep) -> Path:
@@ -47,11 +58,13 @@ def _overrides(point: Point) -> list[str]:
     return out + ([f"seed={point.seed}"] if point.seed is not None else [])
 
 
-def run_config(sweep: Sweep, overrides: list[str], run_dir: Path | None, extra: list[str] = ()) -> DictConfig:
-    """The validated config of one run: base file, base overrides, CLI extras, then the run's own values."""
-    tail = [f"wandb.group={_yaml_value(sweep.name)}"] + ([f"output_dir={run_dir}"] if run_dir else [])
+def run_config(sweep: Sweep, overrides: list[str], run_dir: Path | None, extra: list[str] = (),
+               labels: list[str] = ()) -> DictConfig:
+    """The validated config of one run: base file, base overrides, CLI extras, then the run's own values, then
+    ablate's bookkeeping (W&B group, name and tags; the run directory)."""
+    tail = [f"wandb.group={_yaml_value(sweep.name)}", *labels] + ([f"output_dir={run_dir}"] if run_dir else [])
     source = str(sweep.path)
-    layers = [(source, sweep.base_overrides), ("command line", extra), (source, [*overrides, *tail])]
+    layers = [(source, sweep.base_overrides), ("command line", extra), (source, overrides), (INTERNAL, tail)]
     try:
         return load_config(sweep.base_config, layers=layers)
     except ConfigError as err:
@@ -59,45 +72,114 @@ def run_config(sweep: Sweep, overrides: list[str], run_dir: Path | None, extra: 
 
 
 def plan_sweep(sweep: Sweep, sweep_dir: Path, extra: list[str] = ()) -> list[PlannedRun]:
-    """Expand and validate every run before any starts.
+    """Expand and validate every run before any starts; solve matched budgets; say what each variant changes.
 
     Raises:
-        ConfigError: the first run whose config is invalid (naming the key and the sweep file).
+        ConfigError: the first run whose config is invalid (naming the key and the sweep file), or a
+            matched budget that cannot be met.
     """
     points = sweep.points()
-    varied_keys = _varied_keys(points)
-    base = run_config(sweep, [], None, extra)
+    base_row = _base_row(sweep, points)
+    base = run_config(sweep, _overrides(next((p for p in points if p.row == base_row), points[0])), None, extra)
+    with torch.device("meta"):
+        base_model = build_model(base)
+    solved: dict[str, tuple[int, float]] = {}
+    builds: dict[str, Variant] = {}
     runs, seen = [], set()
     for point in points:
+        overrides, matched = _overrides(point), None
+        match = sweep.match_of(point.row) if point.row != base_row else None
+        if match is not None:
+            matched = _solve(sweep, match, point, base, extra, solved)
+            overrides.append(f"{match.by}={matched['value']}")
         changed = [k for k, v in point.values.items() if OmegaConf.select(base, k) != v]
         label = point.variant + (f", seed={point.seed}" if point.seed is not None else "")
-        overrides = _overrides(point) + [f"wandb.name={_yaml_value(label)}", f"wandb.tags={_yaml_value(changed)}"]
-        cfg = run_config(sweep, overrides, None, extra)
+        labels = [f"wandb.name={_yaml_value(label)}", f"wandb.tags={_yaml_value(changed)}"]
+        cfg = run_config(sweep, overrides, None, extra, labels)
         run_id = config_hash(cfg)
         if run_id in seen:  # random sampling can draw the same point twice
             continue
         seen.add(run_id)
-        with torch.device("meta"):
-            n_params = count_parameters(build_model(cfg))["total"]
-        varied = {k: OmegaConf.select(cfg, k) for k in varied_keys}
-        runs.append(PlannedRun(id=run_id, variant=point.variant, seed=cfg.seed, varied=_plain(varied),
-                               overrides=overrides, run_dir=f"runs/{run_id}", parameters=n_params,
-                               flops_per_token=flops_per_token(cfg)))
+        if point.variant not in builds:
+            builds[point.variant] = Variant.of(cfg, base, base_model, builds)
+        v = builds[point.variant]
+        runs.append(PlannedRun(id=run_id, variant=point.variant, seed=cfg.seed, varied={}, overrides=overrides,
+                               labels=labels, run_dir=f"runs/{run_id}", parameters=v.parameters,
+                               flops_per_token=v.flops, changes=v.changes, same_as=v.same_as, matched=matched,
+                               leaks_labels=v.leaks_labels))
+        runs[-1].varied = _plain({k: OmegaConf.select(cfg, k) for k in _varied_keys(points, sweep)})
     return runs
+
+
+def _base_row(sweep: Sweep, points: list[Point]) -> str:
+    rows = [p.row for p in points]
+    return "base" if "base" in rows else (rows[0] if rows else "")
+
+
+def _solve(sweep: Sweep, match: Match, point: Point, base: DictConfig, extra: list[str],
+           solved: dict[str, tuple[int, float]]) -> dict[str, Any]:
+    """The value of ``match.by`` that gives this point's row the base's budget (once per row and sampled values)."""
+    source = str(sweep.path)
+    if match.by in point.values:
+        raise ConfigError("match", match.by, f"a key row {point.row!r} does not set itself: it sets {match.by}, "
+                          "so it cannot be re-solved to match (match: none for this row, or another `by`)", source)
+    key = json.dumps({"row": point.row, **point.values}, sort_keys=True, default=str)
+    target = budget_of(base, match.budget)
+    if key not in solved:
+        own = run_config(sweep, _overrides(point), None, extra)
+        solved[key] = solve(match, target,
+                            lambda v: run_config(sweep, [*_overrides(point), f"{match.by}={v}"], None, extra),
+                            int(OmegaConf.select(own, match.by) or 1), row=point.row, source=source)
+    value, achieved = solved[key]
+    return {"budget": match.budget, "by": match.by, "value": value, "achieved": achieved, "target": target,
+            "error": (achieved - target) / target}
+
+
+@dataclass
+class Variant:
+    """What a variant's built model is, against the base's: size, FLOPs, changed modules, twins."""
+
+    parameters: int
+    flops: float
+    changes: list[str]
+    same_as: str | None
+    leaks_labels: bool
+    effective: str
+
+    @classmethod
+    def of(cls, cfg: DictConfig, base: DictConfig, base_model: nn.Module, earlier: dict[str, Variant]) -> Variant:
+        with torch.device("meta"):
+            model = build_model(cfg)
+        n = count_parameters(model)["total"]
+        changes = module_changes(base_model, model)
+        eff, base_eff = effective(cfg), effective(base)
+        changes += [f"{k}: {_short(base_eff.get(k, '(not read)'))} -> {_short(v)}" for k, v in eff.items()
+                    if not k.startswith(("model.", "seed")) and base_eff.get(k) != v]
+        eff.pop("seed", None)
+        digest = json.dumps(eff, sort_keys=True, default=str)
+        twin = next((name for name, v in earlier.items() if v.effective == digest), None)
+        return cls(n, count_flops(model, cfg), changes, twin, bool(model.mask.leaks_labels), digest)
+
+
+def _short(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _plain(values: dict[str, Any]) -> dict[str, Any]:
     return {k: OmegaConf.to_container(v) if OmegaConf.is_config(v) else v for k, v in values.items()}
 
 
-def _varied_keys(points: list[Point]) -> list[str]:
+def _varied_keys(points: list[Point], sweep: Sweep) -> list[str]:
+    """The keys whose values differ between points, and the keys matched budgets re-solve."""
     keys: list[str] = []
     for p in points:
         keys += [k for k in p.values if k not in keys]
-    return [k for k in keys if len({repr(p.values.get(k)) for p in points}) > 1]
+    keys = [k for k in keys if len({repr(p.values.get(k)) for p in points}) > 1]
+    matched = [m.by for m in [sweep.match, *(r.get("match") for r in sweep.rows)] if m is not None]
+    return keys + [k for k in dict.fromkeys(matched) if k not in keys]
 
 
-def base_variant(sweep: Sweep, runs: list[PlannedRun]) -> str:
+def base_variant(runs: list[PlannedRun]) -> str:
     """The row deltas are measured from: a variant named ``base``, else the first."""
     names = [r.variant for r in runs]
     return "base" if "base" in names else (names[0] if names else "")
@@ -108,7 +190,7 @@ def write_plan(sweep: Sweep, sweep_dir: Path, runs: list[PlannedRun]) -> None:
     write_json(sweep_dir / "plan.json", {
         "name": sweep.name,
         "metric": sweep.metric,
-        "base_variant": base_variant(sweep, runs),
+        "base_variant": base_variant(runs),
         "varied_keys": list(runs[0].varied) if runs else [],
         "runs": [asdict(r) for r in runs],
     })

@@ -27,9 +27,11 @@ from typing import Any
 import yaml
 
 from ablate.errors import ConfigError
+from ablate.sweep.match import Match
 
 TOP_LEVEL = {"name", "description", "method", "metric", "parameters", "run_cap", "base", "rows",
-             "sampler_seed", "program", "command", "early_terminate", "project", "entity"}
+             "sampler_seed", "program", "command", "early_terminate", "project", "entity", "match"}
+ROW_KEYS = ("name", "match")  # a row's own keys; every other key of a row is a config key
 METHODS = ("grid", "random", "bayes")  # bayes needs W&B's controller: --backend wandb
 DISTRIBUTIONS = {"constant", "categorical", "int_uniform", "uniform", "q_uniform", "log_uniform_values",
                  "q_log_uniform_values", "normal", "q_normal", "log_normal", "q_log_normal"}
@@ -42,6 +44,7 @@ class Point:
     variant: str
     seed: int | None
     values: dict[str, Any]  # dotted key -> value, rows' and parameters' together (seed excluded)
+    row: str = ""  # the row it comes from
 
 
 @dataclass
@@ -58,7 +61,13 @@ class Sweep:
     parameters: dict[str, dict[str, Any]] = field(default_factory=dict)  # dotted key -> W&B spec
     run_cap: int | None = None
     sampler_seed: int = 0
+    match: Match | None = None  # matched budgets for every row but the base (a row's own ``match`` wins)
     raw: dict[str, Any] = field(default_factory=dict)
+
+    def match_of(self, row_name: str) -> Match | None:
+        """The budget a row matches: its own ``match``, else the sweep's."""
+        row = next((r for r in self.rows if r["name"] == row_name), {})
+        return row["match"] if "match" in row else self.match
 
     @property
     def seeds(self) -> list[int | None]:
@@ -75,7 +84,7 @@ class Sweep:
         others = {k: v for k, v in self.parameters.items() if k != "seed"}
         rows = self.rows or [{"name": ""}]
         combos = _grid(rows, others) if self.method == "grid" else _random(rows, others, self._n_random(), self.sampler_seed)
-        points = [Point(_variant_name(row, sampled, others), seed, {**_row_values(row), **sampled})
+        points = [Point(_variant_name(row, sampled, others), seed, {**_row_values(row), **sampled}, row["name"])
                   for row, sampled in combos for seed in self.seeds]
         return points[: self.run_cap] if self.run_cap else points
 
@@ -86,7 +95,7 @@ class Sweep:
 
 
 def _row_values(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if k != "name"}
+    return {k: v for k, v in row.items() if k not in ROW_KEYS}
 
 
 def _short(key: str, value: Any) -> str:
@@ -202,7 +211,10 @@ def _parse_rows(rows: Any, source: str) -> list[dict[str, Any]]:
         if name in names:
             raise ConfigError(f"rows[{i}].name", name, "a name no other row has", source)
         names.add(name)
-        out.append({"name": name, **values})
+        parsed = {"name": name, **values}
+        if "match" in row:
+            parsed["match"] = Match.parse(row["match"], f"rows[{i}].match", source)
+        out.append(parsed)
     return out
 
 
@@ -240,4 +252,5 @@ def load_sweep(path: str | Path) -> Sweep:
     base_config, base_overrides = _parse_base(raw.get("base"), path.parent, source)
     return Sweep(name=str(raw.get("name") or path.stem), path=path, method=method, metric=metric,
                  base_config=base_config, base_overrides=base_overrides, rows=_parse_rows(raw.get("rows"), source),
-                 parameters=params, run_cap=run_cap, sampler_seed=int(raw.get("sampler_seed", 0)), raw=raw)
+                 parameters=params, run_cap=run_cap, sampler_seed=int(raw.get("sampler_seed", 0)),
+                 match=Match.parse(raw.get("match"), "match", source), raw=raw)

@@ -81,14 +81,16 @@ def _agent_run() -> None:
     import wandb
 
     from ablate.config import load_config
+    from ablate.config.load import INTERNAL
     from ablate.runs.files import config_hash
     from ablate.train.run import train
 
     run = wandb.init()
     base, overrides, name = from_wandb(dict(run.config))
-    overrides += ["logger=wandb", f"wandb.group={_yaml_value(name)}"]
-    cfg = load_config(base, overrides)
-    cfg = load_config(base, overrides + [f"output_dir={Path('sweeps') / name / 'runs' / config_hash(cfg)}"])
+    internal = ["logger=wandb", f"wandb.group={_yaml_value(name)}"]
+    cfg = load_config(base, layers=[("W&B sweep", overrides), (INTERNAL, internal)])
+    internal.append(f"output_dir={Path('sweeps') / name / 'runs' / config_hash(cfg)}")
+    cfg = load_config(base, layers=[("W&B sweep", overrides), (INTERNAL, internal)])
     train(cfg)
 
 

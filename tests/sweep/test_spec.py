@@ -108,7 +108,7 @@ def test_plan_identity_is_stable_and_names_the_changed_factors(tmp_path):
     assert [r.id for r in first] == [r.id for r in second] and len({r.id for r in first}) == 4
     pre = first[2]
     assert pre.variant == "pre" and pre.varied == {"model.norm_position": "pre"}
-    cfg = run_config(sweep, pre.overrides, None)
+    cfg = run_config(sweep, pre.overrides, None, labels=pre.labels)
     assert cfg.wandb.name == "pre, seed=0" and list(cfg.wandb.tags) == ["model.norm_position"]
     assert cfg.wandb.group == "ids" and cfg.model.norm_position == "pre" and cfg.train.max_steps == 10
     assert pre.parameters == first[0].parameters + 2 * (64 + 64)  # pre-norm: a final LayerNorm per stack
@@ -125,4 +125,7 @@ def test_every_experiment_file_passes_dry_run(path, monkeypatch):
     sweep = load_sweep(path)
     runs = plan_sweep(sweep, Path("unused"))
     assert runs and len({r.id for r in runs}) == len(runs)
-    assert format_matrix(sweep, runs).count("\n") == len(runs) + 1
+    text = format_matrix(sweep, runs)
+    variants = list(dict.fromkeys(r.variant for r in runs))
+    assert text.count("\n") == len(runs) + 1 + 1 + 1 + len(variants)  # title, header, runs; blank, heading, variants
+    assert not [r.variant for r in runs if r.same_as]  # no shipped experiment trains one model twice
