@@ -57,6 +57,8 @@ class RunRow:
     wall_time_s: float | None = None
     error: str | None = None
     curve: tuple[tuple[int, float], ...] = ()
+    leaks_labels: bool = False  # from the plan: its mask scores positions that see their labels
+    matched: dict[str, Any] | None = None  # from the plan: the budget it was matched to
 
     @property
     def finished(self) -> bool:
@@ -133,7 +135,8 @@ def read_run(sweep_dir: Path, entry: dict[str, Any], metric: str) -> RunRow:
     """
     run_dir = Path(sweep_dir) / entry.get("run_dir", Path("runs") / entry["id"])
     common = dict(id=str(entry["id"]), variant=str(entry["variant"]), seed=entry.get("seed"),
-                  varied=dict(entry.get("varied", {})), run_dir=run_dir)
+                  varied=dict(entry.get("varied", {})), run_dir=run_dir,
+                  leaks_labels=bool(entry.get("leaks_labels")), matched=entry.get("matched"))
     result = read_result(run_dir)
     if result is None:
         return RunRow(status=PENDING, parameters=entry.get("parameters"), **common)

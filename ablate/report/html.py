@@ -110,11 +110,14 @@ def render_html(report: Report) -> str:
                     f"(a) Validation {report.metric} of every variant, mean over seeds with a min–max band.")
     finals = figure("finals", plots.finals_svg(report),
                     f"(b) Final {report.metric} per variant, error bars: std over seeds; base highlighted.")
+    deltas = figure("deltas", plots.deltas_svg(report),
+                    f"(c) Each variant minus the base, error bars: bootstrap interval of the difference over seeds; "
+                    "green: better, red: worse, grey: no detectable difference (Holm-corrected t-test).")
     runs = (f"<details><summary>All runs ({len(report.runs)})</summary>\n"
             f'<div class="scroll">{run_table(report)}</div>\n</details>')
     body = [header(report), "<h2>Variants</h2>", f'<div class="scroll">{variant_table(report)}</div>',
             f'<p class="legend">{escape(legend(report))}</p>',
-            f'<section class="plots">\n{curves}\n{finals}\n</section>', failures(report), runs]
+            f'<section class="plots">\n{curves}\n{finals}\n{deltas}\n</section>', failures(report), runs]
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f"<title>{escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"

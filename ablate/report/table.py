@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.report.collect import FAILED, FINISHED, RunRow, read_plan, read_runs
+from ablate.report.stats import Comparison, compare_all
 
 TABLE_METRICS = ("val/loss", "val/ppl")
 BLEU = "val/bleu"
@@ -81,6 +82,9 @@ class VariantRow:
     wall_time_s: Stat | None
     curve: Curve | None
     is_base: bool
+    comparison: Comparison | None = None  # against the base on the headline metric (None for the base itself)
+    leaks_labels: bool = False  # its mask scores positions that see their labels: its losses are not comparable
+    matched: dict[str, Any] | None = None  # a matched budget: budget, by, value, achieved, target
 
     @property
     def n_runs(self) -> int:
@@ -171,6 +175,8 @@ def variant_row(name: str, runs: list[RunRow], keys: tuple[str, ...], *, is_base
         wall_time_s=Stat.of(run.wall_time_s for run in done),
         curve=Curve.of(run for run in runs if run.status != FAILED),
         is_base=is_base,
+        leaks_labels=any(run.leaks_labels for run in runs),
+        matched=next((run.matched for run in runs if run.matched), None),
     )
 
 
@@ -183,6 +189,26 @@ def with_deltas(rows: list[VariantRow], metric: str) -> list[VariantRow]:
         delta = stat.mean - base.mean if stat is not None and base is not None else None
         out.append(replace(row, delta=delta))
     return out
+
+
+def by_seed(row: VariantRow, metric: str) -> dict[int, float]:
+    """The headline value of each finished run of a variant, by seed (a run without one gets its own key)."""
+    values = {}
+    for i, run in enumerate(r for r in row.runs if r.finished):
+        value = run.value(metric)
+        if value is not None:
+            values[run.seed if run.seed is not None else -1 - i] = value
+    return values
+
+
+def with_comparisons(rows: list[VariantRow], metric: str, goal: str) -> list[VariantRow]:
+    """Each variant but the base with its comparison against the base (:mod:`ablate.report.stats`)."""
+    base = next((row for row in rows if row.is_base), None)
+    if base is None:
+        return rows
+    found = compare_all({row.name: by_seed(row, metric) for row in rows if not row.is_base}, by_seed(base, metric),
+                        goal)
+    return [replace(row, comparison=found.get(row.name)) for row in rows]
 
 
 def build_report(sweep_dir: Path, *, now: datetime | None = None) -> Report:
@@ -213,7 +239,7 @@ def build_report(sweep_dir: Path, *, now: datetime | None = None) -> Report:
         base_variant=plan.base_variant,
         varied_keys=plan.varied_keys,
         metric_keys=keys,
-        variants=tuple(with_deltas(rows, plan.metric)),
+        variants=tuple(with_comparisons(with_deltas(rows, plan.metric), plan.metric, plan.goal)),
         runs=tuple(runs),
         sweep_dir=sweep_dir,
         date=(now or datetime.now()).strftime("%Y-%m-%d %H:%M"),

@@ -10,6 +10,7 @@ import csv
 import io
 from typing import Any
 
+from ablate.report.stats import ALPHA, POWER, UNTESTED
 from ablate.report.table import BLEU, TEST_BLEU, Report, Stat, VariantRow
 
 LABELS = {"val/loss": "val loss", "val/ppl": "val PPL", BLEU: "val BLEU", TEST_BLEU: "test BLEU", "val/acc": "val acc"}
@@ -65,11 +66,17 @@ def one_line(text: str, limit: int | None = None) -> str:
     return flat if limit is None or len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+LEAKS = "not comparable: its mask leaks labels"
+CONFIDENCE = f"{1 - ALPHA:.0%}"
+FEW_SEEDS = 5  # below this many runs on a side, a bootstrap interval is marked as too narrow
+
+
 def display_headers(report: Report) -> list[str]:
     """Column titles of the displayed table."""
     metrics = [LABELS.get(key, key) for key in report.metric_keys]
     return ["variant", *short_labels(report.varied_keys), "params", *metrics,
-            f"Δ {LABELS.get(report.metric, report.metric)}", "tokens/s", "wall time", "runs", "failures"]
+            f"Δ {LABELS.get(report.metric, report.metric)}", f"{CONFIDENCE} CI", "p (Holm)", "P(better)", "verdict",
+            "seeds needed", "tokens/s", "wall time", "runs", "failures"]
 
 
 def text_columns(report: Report) -> set[int]:
@@ -94,17 +101,48 @@ def display_cells(report: Report, row: VariantRow, *, error_limit: int | None = 
     delta = "—" if row.delta is None else ("base" if row.is_base else f"{row.delta:+{spec}}")
     failures = f"{row.n_failed}: {one_line(row.first_error, error_limit)}" if row.n_failed else ""
     return [row.name, *(format_value(row.varied.get(k)) for k in report.varied_keys), format_count(row.parameters),
-            *metrics, delta, format_count(row.tokens_per_s.mean if row.tokens_per_s else None),
+            *metrics, delta, *comparison_cells(row, spec), format_count(row.tokens_per_s.mean if row.tokens_per_s else None),
             format_duration(row.wall_time_s.mean if row.wall_time_s else None),
             f"{row.n_finished}/{row.n_runs}", failures]
 
 
+def comparison_cells(row: VariantRow, spec: str) -> list[str]:
+    """The interval of Δ, the Holm-corrected p-value, P(better), the verdict and the seeds a verdict needs."""
+    if row.is_base:
+        return ["", "", "", "base", ""]
+    c = row.comparison
+    if c is None:
+        return ["—", "—", "—", "—" if not row.leaks_labels else LEAKS, ""]
+    few = "*" if min(c.n, c.m) < FEW_SEEDS else ""
+    interval = f"[{c.interval[0]:+{spec}}, {c.interval[1]:+{spec}}]{few}" if c.interval else "—"
+    p = "—" if c.p_holm is None else (f"{c.p_holm:.3f}" if c.p_holm >= 0.001 else "<0.001")
+    verdict = LEAKS if row.leaks_labels else (f"{UNTESTED} (n={c.n}, base n={c.m})" if c.verdict == UNTESTED
+                                              else c.verdict)
+    needed = "" if c.seeds_needed is None else str(c.seeds_needed)
+    return [interval, p, f"{c.prob_improvement:.2f}", verdict, needed]
+
+
 def legend(report: Report) -> str:
-    """What the numbers mean, in one sentence."""
+    """What the numbers mean."""
     better = "lower" if report.goal == "minimize" else "higher"
-    return (f"Mean ± sample std over the finished seeds of each variant (final value, else best); "
+    text = (f"Mean ± sample std over the finished seeds of each variant (final value, else best); "
             f"runs = finished/planned; Δ = {report.metric} mean minus the base variant "
-            f"'{report.base_variant}' ({report.goal}: {better} is better).")
+            f"'{report.base_variant}' ({report.goal}: {better} is better), per seed when both ran the same seeds; "
+            f"{CONFIDENCE} CI: percentile bootstrap of Δ over seeds; p: paired (same seeds) or Welch t-test, "
+            f"Holm-corrected across the rows; verdict at alpha = {ALPHA}; P(better): probability of improvement "
+            f"(Agarwal et al. 2021); seeds needed: per variant, for {POWER:.0%} power against the observed Δ.")
+    if any(row.comparison and row.comparison.interval and min(row.comparison.n, row.comparison.m) < FEW_SEEDS
+           for row in report.variants):
+        text += (f" * Fewer than {FEW_SEEDS} seeds on a side: the bootstrap only resamples the values it has, so the "
+                 "interval is narrower than the uncertainty; the verdict (t-test) is the answer.")
+    if any(row.leaks_labels for row in report.variants):
+        text += " Rows marked 'leaks labels' score positions that see their own labels: their losses are not comparable."
+    matched = [row for row in report.variants if row.matched]
+    if matched:
+        m = matched[0].matched
+        text += (f" Matched budget: {m['budget']} held to the base's by re-solving {m['by']} "
+                 f"(within {max(abs(r.matched['error']) for r in matched):.2%}).")
+    return text
 
 
 def status_note(report: Report) -> str:
@@ -155,12 +193,25 @@ def _stat_fields(stat: Stat | None) -> list[Any]:
     return [stat.mean, stat.std, stat.n] if stat else [None, None, 0]
 
 
+COMPARISON = ("ci_low", "ci_high", "p", "p_holm", "paired", "prob_improvement", "verdict", "seeds_needed",
+              "leaks_labels", "matched_by", "matched_value")
+
+
 def table_columns(report: Report) -> list[str]:
     """Columns of the machine-readable variant table (table.csv, the W&B table)."""
     stats = [f"{key}_{part}" for key in report.metric_keys for part in ("mean", "std", "n")]
     return ["variant", "is_base", "status", *report.varied_keys, "parameters", "runs", "finished", "failed",
-            *stats, f"{report.metric}_delta", "tokens_per_s_mean", "tokens_per_s_std", "tokens_per_s_n",
+            *stats, f"{report.metric}_delta", *COMPARISON, "tokens_per_s_mean", "tokens_per_s_std", "tokens_per_s_n",
             "wall_time_s_mean", "wall_time_s_std", "wall_time_s_n", "first_error"]
+
+
+def _comparison_fields(row: VariantRow) -> list[Any]:
+    c, m = row.comparison, row.matched or {}
+    fields = [None] * 8 if c is None else [
+        *(c.interval or (None, None)), c.p, c.p_holm, c.paired, c.prob_improvement, c.verdict, c.seeds_needed]
+    if row.is_base:
+        fields[6] = "base"
+    return [*fields, row.leaks_labels, m.get("by"), m.get("value")]
 
 
 def table_records(report: Report) -> list[list[Any]]:
@@ -168,7 +219,7 @@ def table_records(report: Report) -> list[list[Any]]:
     return [[row.name, row.is_base, row.status, *(row.varied.get(k) for k in report.varied_keys), row.parameters,
              row.n_runs, row.n_finished, row.n_failed,
              *(x for key in report.metric_keys for x in _stat_fields(row.metrics[key])), row.delta,
-             *_stat_fields(row.tokens_per_s), *_stat_fields(row.wall_time_s), row.first_error]
+             *_comparison_fields(row), *_stat_fields(row.tokens_per_s), *_stat_fields(row.wall_time_s), row.first_error]
             for row in report.variants]
 
 

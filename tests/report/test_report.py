@@ -195,7 +195,7 @@ def test_files_are_written_whole(written):
 
 def test_html_needs_nothing_from_outside(written):
     page = written["report.html"].read_text()
-    assert page.count("<svg") == 2 and page.count("</svg>") == 2
+    assert page.count("<svg") == 3 and page.count("</svg>") == 3
     assert not re.search(r"<(script|link|img|iframe)\b", page) and "@import" not in page
     assert not re.search(r"url\((?!#)", page)  # only the SVGs' own clip paths
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
@@ -216,7 +216,7 @@ def test_report_html_renders_offline_in_headless_chromium(written, tmp_path):
     dom = subprocess.run([*args, "--dump-dom", url], capture_output=True, text=True, timeout=60,
                          check=True).stdout
     assert re.search(r'<table id="variants">', dom) and dom.count("<tr class=") == 3 + 8
-    assert dom.count("<svg") == 2 and 'id="curves"' in dom and 'id="finals"' in dom
+    assert dom.count("<svg") == 3 and 'id="curves"' in dom and 'id="finals"' in dom and 'id="deltas"' in dom
     assert "val/loss vs step" in dom and "final val/loss per variant" in dom and "pending" in dom
     shot = tmp_path / "report.png"
     subprocess.run([*args, f"--screenshot={shot}", url], capture_output=True, timeout=60, check=True)
