@@ -257,7 +257,7 @@ def log_table(*, project: str, entity: str | None, group: str, name: str, column
     run = wandb.init(project=project, entity=entity, group=group, name=name, job_type="report",
                      dir=str(save_dir), mode=mode, settings=_settings(), reinit="create_new")
     try:
-        run.log({"report/table": wandb.Table(columns=list(columns), data=[list(r) for r in rows])})
+        run.log({"report/table": wandb.Table(columns=list(columns), data=[list(r) for r in rows], allow_mixed_types=True)})
     except BaseException:
         run.finish(exit_code=1)
         raise

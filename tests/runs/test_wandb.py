@@ -181,6 +181,17 @@ def test_log_table_writes_a_report_run_with_the_table(no_credentials, in_tmp):
     assert table["columns"] == ["variant", "val/ppl"] and table["data"] == [["base", 4.92], ["h=1", 5.29]]
 
 
+def test_log_table_takes_columns_of_mixed_types(no_credentials, in_tmp):
+    """A report's columns mix numbers, text and blanks (varied 1 and auto, verdicts, intervals a base row lacks)."""
+    rows = [["base", 1, None, "base"], ["h=1", "auto", 0.12, "no detectable difference"]]
+    wb.log_table(project="ablate", entity=None, group="g", name="t", columns=["variant", "devices", "ci_low", "verdict"],
+                 rows=rows, save_dir=in_tmp / "report")
+    wandb.teardown()
+    run_dir = next((in_tmp / "report" / "wandb").glob("offline-run-*"))
+    (row,) = [r for r in RunLog(next(run_dir.glob("run-*.wandb"))).history if "report/table" in r]
+    assert json.loads((run_dir / "files" / row["report/table"]["path"]).read_text())["data"] == rows
+
+
 def _offline_run(root: Path, stamp: str, synced: bool = False) -> Path:
     run = root / "wandb" / f"offline-run-{stamp}-abc"
     run.mkdir(parents=True)
