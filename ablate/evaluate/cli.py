@@ -1,6 +1,7 @@
 """Subcommands that read a trained run: ``evaluate`` (BLEU), ``generate`` (sample or translate), ``attention`` (PNG grid).
 
-    ablate evaluate RUN_DIR [--split test] [--beam 4] [--alpha 0.6] [--average-last K]
+    ablate evaluate RUN_DIR [--split test] [--beam 4] [--alpha 0.6] [--average-last K]   (translation: BLEU)
+    ablate evaluate RUN_DIR [--lengths 1,2,4]                                          (language model: lengths)
     ablate generate RUN_DIR --prompt "..." [--max-new-tokens 200] [--temperature 0.8] [--top-k 50] [--seed 0]
     ablate attention RUN_DIR --text "..." [--target "..."] [--out PNG]
 """
@@ -32,12 +33,36 @@ POSITIVE = (lambda v: v >= 1, "a positive integer")
 NON_NEGATIVE = (lambda v: v >= 0, "a non-negative number")
 
 
+def _factors(text: str) -> list[int]:
+    try:
+        factors = [int(f) for f in text.split(",")]
+    except ValueError:
+        factors = []
+    if not factors or any(f < 1 for f in factors):
+        raise ConfigError("--lengths", text, "comma-separated positive whole multiples of data.max_len, e.g. 1,2,4",
+                          "command line")
+    return factors
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """Translate, score, record; print sacreBLEU's line, then the translations' path."""
+    """A translation run: translate, score, record; print sacreBLEU's line, then the translations' path.
+    A language-model run: score the validation text at multiples of the training length; print each."""
     from ablate.evaluate.evaluate import evaluate_run
+    from ablate.evaluate.lengths import evaluate_lengths, key
+    from ablate.evaluate.load import run_arch
 
     _quiet()
     _require(args, {"--beam": POSITIVE, "--alpha": NON_NEGATIVE, "--batch-tokens": POSITIVE, "--average-last": NON_NEGATIVE})
+    if run_arch(args.run_dir) == "decoder_only":
+        factors = _factors(args.lengths)
+        out = evaluate_lengths(args.run_dir, factors=factors, checkpoint=args.checkpoint,
+                               average_last=args.average_last, device=args.device)
+        for f in factors:
+            loss = out.get(key(f))
+            reason = out["lengths"]["unsupported"].get(f"{f}x")
+            print(f"{f}x ({f * out['lengths']['block']} tokens): " +
+                  (f"val/loss {loss:.4f}, val/ppl {out[key(f, 'ppl')]:.2f}" if loss is not None else f"cannot: {reason}"))
+        return 0
     out = evaluate_run(args.run_dir, split=args.split, beam=args.beam, alpha=args.alpha, average_last=args.average_last,
                        batch_tokens=args.batch_tokens, checkpoint=args.checkpoint, device=args.device)
     print(out["decode"]["sacrebleu"])
@@ -47,12 +72,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def add_evaluate_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``evaluate`` on the ``ablate`` command's subparsers; its ``func`` is :func:`cmd_evaluate`."""
-    p = subparsers.add_parser("evaluate", help="translate a split with a trained run and score it with sacreBLEU")
+    p = subparsers.add_parser("evaluate", help="translation run: sacreBLEU of a split; language model: val loss at "
+                                               "1x, 2x, 4x the training length")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (config.yaml, checkpoints/)")
     p.add_argument("--split", default="test", choices=["test", "val"], help="test or val (default: test)")
     p.add_argument("--beam", type=int, default=4, help="beam size; 1 = greedy (default: 4, section 6.1)")
     p.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent (default: 0.6)")
     p.add_argument("--batch-tokens", type=int, default=8192, help="source tokens per batch, all beams counted")
+    p.add_argument("--lengths", default="1,2,4", metavar="F,F,...",
+                   help="language model: multiples of data.max_len to score the validation text at (default: 1,2,4)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     _weights_options(p)
     p.set_defaults(func=cmd_evaluate)

@@ -21,6 +21,20 @@ from ablate.model import build_model
 MODEL_PREFIX = "model."  # TransformerSystem keeps the plain model as ``self.model``
 
 
+def run_arch(run_dir: str | Path) -> str:
+    """``encoder_decoder`` or ``decoder_only``: the architecture a run directory's config.yaml names.
+
+    Raises:
+        ConfigError: not a run directory.
+    """
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        raise ConfigError("RUN_DIR", str(run_dir), "a run directory holding config.yaml", "command line")
+    from omegaconf import OmegaConf
+
+    return str(OmegaConf.load(path).model.get("arch", "encoder_decoder"))
+
+
 def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: str = "best",
                    device: str | None = None) -> tuple[DictConfig, nn.Module, list[Path]]:
     """The run's config and its model in fp32 eval mode on ``device`` (default: CUDA when available, else

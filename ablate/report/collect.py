@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,9 @@ from ablate.errors import ConfigError
 from ablate.runs.files import read_metrics, read_result
 
 PENDING = "pending"  # planned, no result.json yet
-TEST_SCORES = ("test/bleu",)  # top-level entries of result.json reported with the final metrics
+# Top-level entries of result.json that ``ablate evaluate`` adds after training, reported with the final metrics:
+# test BLEU, and a language model's val loss at multiples of its training length.
+EVALUATED = re.compile(r"^(test/bleu|val/loss@\d+x)$")
 FINISHED = "finished"
 FAILED = "failed"
 GOALS = ("minimize", "maximize")
@@ -57,6 +60,7 @@ class RunRow:
     wall_time_s: float | None = None
     error: str | None = None
     curve: tuple[tuple[int, float], ...] = ()
+    notes: dict[str, str] = field(default_factory=dict)  # metric -> why the run has no value for it
     leaks_labels: bool = False  # from the plan: its mask scores positions that see their labels
     matched: dict[str, Any] | None = None  # from the plan: the budget it was matched to
 
@@ -145,7 +149,9 @@ def read_run(sweep_dir: Path, entry: dict[str, Any], metric: str) -> RunRow:
         step=result.get("step"),
         parameters=result.get("parameters", entry.get("parameters")),
         # test/bleu sits beside "final": `ablate evaluate` adds it once training has finished
-        final={**(result.get("final") or {}), **{k: result[k] for k in TEST_SCORES if _finite(result.get(k)) is not None}},
+        final={**(result.get("final") or {}),
+               **{k: v for k, v in result.items() if EVALUATED.match(k) and _finite(v) is not None}},
+        notes={f"val/loss@{f}": why for f, why in ((result.get("lengths") or {}).get("unsupported") or {}).items()},
         best=dict(result.get("best") or {}),
         tokens_per_s=_finite(result.get("tokens_per_s")),
         wall_time_s=_finite(result.get("wall_time_s")),

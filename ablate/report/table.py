@@ -8,6 +8,7 @@ at all (it is ``pending``, or ``failed`` when every run failed), never zeros.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import Counter
 from collections.abc import Iterable
@@ -22,6 +23,7 @@ from ablate.report.stats import Comparison, compare_all
 TABLE_METRICS = ("val/loss", "val/ppl")
 BLEU = "val/bleu"
 TEST_BLEU = "test/bleu"  # added to result.json by ``ablate evaluate``
+LENGTH = re.compile(r"^val/loss@(\d+)x$")  # a language model's val loss at a multiple of its training length
 
 
 @dataclass(frozen=True)
@@ -142,12 +144,15 @@ class Report:
 
 
 def metric_keys(runs: Iterable[RunRow], headline: str) -> tuple[str, ...]:
-    """The metric columns: val loss and PPL, val and test BLEU when any run has them, then the headline metric."""
+    """The metric columns: val loss and PPL, val and test BLEU and the val loss at multiples of the training
+    length when any run has them, then the headline metric."""
     runs = list(runs)
     keys = list(TABLE_METRICS)
     for bleu in (BLEU, TEST_BLEU):
         if any(bleu in run.final or bleu in run.best for run in runs):
             keys.append(bleu)
+    lengths = {k for run in runs for k in (*run.final, *run.notes) if LENGTH.match(k)}
+    keys += sorted(lengths, key=lambda k: int(LENGTH.match(k).group(1)))
     if headline not in keys:
         keys.append(headline)
     return tuple(keys)

@@ -11,7 +11,7 @@ import io
 from typing import Any
 
 from ablate.report.stats import ALPHA, POWER, UNTESTED
-from ablate.report.table import BLEU, TEST_BLEU, Report, Stat, VariantRow
+from ablate.report.table import BLEU, LENGTH, TEST_BLEU, Report, Stat, VariantRow
 
 LABELS = {"val/loss": "val loss", "val/ppl": "val PPL", BLEU: "val BLEU", TEST_BLEU: "test BLEU", "val/acc": "val acc"}
 FORMATS = {"val/loss": ".3f", "val/ppl": ".2f", BLEU: ".2f", TEST_BLEU: ".2f", "val/acc": ".3f"}
@@ -73,9 +73,9 @@ FEW_SEEDS = 5  # below this many runs on a side, a bootstrap interval is marked 
 
 def display_headers(report: Report) -> list[str]:
     """Column titles of the displayed table."""
-    metrics = [LABELS.get(key, key) for key in report.metric_keys]
+    metrics = [label(key) for key in report.metric_keys]
     return ["variant", *short_labels(report.varied_keys), "params", *metrics,
-            f"Δ {LABELS.get(report.metric, report.metric)}", f"{CONFIDENCE} CI", "p (Holm)", "P(better)", "verdict",
+            f"Δ {label(report.metric)}", f"{CONFIDENCE} CI", "p (Holm)", "P(better)", "verdict",
             "seeds needed", "tokens/s", "wall time", "runs", "failures"]
 
 
@@ -86,11 +86,20 @@ def text_columns(report: Report) -> set[int]:
     return {0, *words, len(display_headers(report)) - 1}
 
 
+def label(key: str) -> str:
+    """A metric's column title: ``val loss``, ``test BLEU``, ``val loss 2x`` (twice the training length)."""
+    match = LENGTH.match(key)
+    return f"val loss {match.group(1)}x" if match else LABELS.get(key, key)
+
+
 def metric_cell(row: VariantRow, key: str) -> str:
-    """``mean ± std``; the variant's status (``pending``, ``failed``) when no run finished, never a zero."""
+    """``mean ± std``; the variant's status (``pending``, ``failed``) when no run finished, never a zero;
+    ``cannot`` where its runs could not be scored (a model that encodes fewer positions than the length)."""
     stat = row.metrics[key]
     if stat is not None:
-        return format_stat(stat, FORMATS.get(key, NUMBER))
+        return format_stat(stat, FORMATS.get(key, ".3f" if LENGTH.match(key) else NUMBER))
+    if any(key in run.notes for run in row.runs):
+        return "cannot"
     return row.status if row.n_finished == 0 else "—"  # "—": finished runs that did not log this metric
 
 
@@ -135,6 +144,12 @@ def legend(report: Report) -> str:
            for row in report.variants):
         text += (f" * Fewer than {FEW_SEEDS} seeds on a side: the bootstrap only resamples the values it has, so the "
                  "interval is narrower than the uncertainty; the verdict (t-test) is the answer.")
+    if any(LENGTH.match(k) for k in report.metric_keys):
+        text += (" val loss Nx: val loss on blocks N times the training length, the same tokens at every N "
+                 "(ablate evaluate).")
+        reasons = sorted({why for run in report.runs for why in run.notes.values()})
+        if reasons:
+            text += " cannot: " + "; ".join(reasons) + "."
     if any(row.leaks_labels for row in report.variants):
         text += " Rows marked 'leaks labels' score positions that see their own labels: their losses are not comparable."
     matched = [row for row in report.variants if row.matched]

@@ -61,5 +61,6 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
         shutil.copyfile(sweep.path, sweep_dir / "sweep.yaml")
     write_plan(sweep, sweep_dir, runs)
     configs = {r.id: OmegaConf.to_yaml(run_config(sweep, r.overrides, sweep_dir / r.run_dir, extra, r.labels)) for r in runs}
-    outcome = execute(runs, configs, sweep_dir, workers=workers, retry_failed=retry_failed, progress=progress)
+    outcome = execute(runs, configs, sweep_dir, workers=workers, retry_failed=retry_failed, progress=progress,
+                      evaluate=sweep.evaluate_options())
     return sweep_dir, runs, outcome

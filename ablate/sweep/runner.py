@@ -36,12 +36,17 @@ class Outcome:
     skipped: list[str] = field(default_factory=list)  # finished before, or running elsewhere
 
 
-def pending(runs: list[PlannedRun], sweep_dir: Path, retry_failed: bool) -> tuple[list[PlannedRun], Outcome]:
-    """The runs still to do, and the outcome of those already settled."""
+def pending(runs: list[PlannedRun], sweep_dir: Path, retry_failed: bool,
+            evaluate: list[str] | None = None) -> tuple[list[PlannedRun], Outcome]:
+    """The runs still to do, and the outcome of those already settled. A finished run whose evaluation
+    (``evaluate``: ``ablate evaluate`` options) has not been done with these options is still to do."""
     todo, outcome = [], Outcome()
     for run in runs:
-        status = (read_result(sweep_dir / run.run_dir) or {}).get("status")
-        if status == "finished":
+        result = read_result(sweep_dir / run.run_dir) or {}
+        status = result.get("status")
+        if status == "finished" and evaluate is not None and result.get("evaluated") != list(evaluate):
+            todo.append(run)
+        elif status == "finished":
             outcome.skipped.append(run.id)
         elif status == "failed" and not retry_failed:
             outcome.failed[run.id] = (read_result(sweep_dir / run.run_dir) or {}).get("error", "failed")
@@ -84,8 +89,22 @@ def _train(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, st
     return proc.returncode, result.get("error", f"exit code {proc.returncode}")
 
 
+def _evaluate(run_dir: Path, options: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """``ablate evaluate RUN_DIR OPTIONS`` after training; result.json records the options once it succeeded."""
+    with open(run_dir / "evaluate.log", "ab") as log:
+        proc = subprocess.run([sys.executable, "-m", "ablate.cli", "evaluate", str(run_dir), *options],
+                              stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, **env},
+                              preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    result = read_result(run_dir) or {}
+    if proc.returncode == 0:
+        write_json(run_dir / "result.json", {**result, "evaluated": list(options)})
+        return 0, ""
+    lines = (run_dir / "evaluate.log").read_text(errors="replace").strip().splitlines()
+    return proc.returncode, f"ablate evaluate failed: {lines[-1] if lines else proc.returncode}; see {run_dir / 'evaluate.log'}"
+
+
 def execute(runs: list[PlannedRun], configs: dict[str, str], sweep_dir: Path, *, workers: int,
-            retry_failed: bool = False, progress: bool = True) -> Outcome:
+            retry_failed: bool = False, progress: bool = True, evaluate: list[str] | None = None) -> Outcome:
     """Run every pending run of the plan; returns what was done, failed and skipped.
 
     Args:
@@ -93,8 +112,9 @@ def execute(runs: list[PlannedRun], configs: dict[str, str], sweep_dir: Path, *,
         configs: run id -> resolved config YAML (with output_dir set).
         sweep_dir: the sweep directory.
         workers: CPU worker processes (ignored on GPUs: one per device).
+        evaluate: ``ablate evaluate`` options to run on each run once it has trained (the sweep's ``evaluate``).
     """
-    todo, outcome = pending(runs, sweep_dir, retry_failed)
+    todo, outcome = pending(runs, sweep_dir, retry_failed, evaluate)
     slots = _devices(workers)
     free = list(range(len(slots)))
     lock = threading.Lock()
@@ -106,6 +126,8 @@ def execute(runs: list[PlannedRun], configs: dict[str, str], sweep_dir: Path, *,
             slot = free.pop()
         try:
             code, error = _train(run, sweep_dir, configs[run.id], slots[slot])
+            if code == 0 and evaluate is not None:
+                code, error = _evaluate(sweep_dir / run.run_dir, list(evaluate), slots[slot])
         finally:
             with lock:
                 free.append(slot)

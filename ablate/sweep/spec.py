@@ -30,7 +30,8 @@ from ablate.errors import ConfigError
 from ablate.sweep.match import Match
 
 TOP_LEVEL = {"name", "description", "method", "metric", "parameters", "run_cap", "base", "rows",
-             "sampler_seed", "program", "command", "early_terminate", "project", "entity", "match"}
+             "sampler_seed", "program", "command", "early_terminate", "project", "entity", "match", "evaluate"}
+EVALUATE_OPTIONS = ("lengths", "split", "beam", "alpha", "average_last", "checkpoint", "batch_tokens")
 ROW_KEYS = ("name", "match")  # a row's own keys; every other key of a row is a config key
 METHODS = ("grid", "random", "bayes")  # bayes needs W&B's controller: --backend wandb
 DISTRIBUTIONS = {"constant", "categorical", "int_uniform", "uniform", "q_uniform", "log_uniform_values",
@@ -62,7 +63,19 @@ class Sweep:
     run_cap: int | None = None
     sampler_seed: int = 0
     match: Match | None = None  # matched budgets for every row but the base (a row's own ``match`` wins)
+    evaluate: dict[str, Any] | None = None  # ``ablate evaluate`` options, run after training (None: no evaluation)
     raw: dict[str, Any] = field(default_factory=dict)
+
+    def evaluate_options(self) -> list[str] | None:
+        """``evaluate: {lengths: [1, 2, 4], beam: 4}`` as ``ablate evaluate`` options: --lengths 1,2,4 --beam 4
+        (``evaluate: true``: its defaults); None when the sweep evaluates nothing."""
+        if self.evaluate is None:
+            return None
+        out: list[str] = []
+        for name, value in self.evaluate.items():
+            text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+            out += [f"--{name.replace('_', '-')}", text]
+        return out
 
     def match_of(self, row_name: str) -> Match | None:
         """The budget a row matches: its own ``match``, else the sweep's."""
@@ -218,6 +231,17 @@ def _parse_rows(rows: Any, source: str) -> list[dict[str, Any]]:
     return out
 
 
+def _parse_evaluate(spec: Any, source: str) -> dict[str, Any] | None:
+    if spec is None or spec is False:
+        return None
+    if spec is True:
+        return {}  # ablate evaluate's defaults
+    if not isinstance(spec, dict) or not set(spec) <= set(EVALUATE_OPTIONS):
+        raise ConfigError("evaluate", spec, f"a mapping of ablate evaluate options: {', '.join(EVALUATE_OPTIONS)}",
+                          source)
+    return dict(spec)
+
+
 def load_sweep(path: str | Path) -> Sweep:
     """Parse and check a sweep file.
 
@@ -253,4 +277,5 @@ def load_sweep(path: str | Path) -> Sweep:
     return Sweep(name=str(raw.get("name") or path.stem), path=path, method=method, metric=metric,
                  base_config=base_config, base_overrides=base_overrides, rows=_parse_rows(raw.get("rows"), source),
                  parameters=params, run_cap=run_cap, sampler_seed=int(raw.get("sampler_seed", 0)),
-                 match=Match.parse(raw.get("match"), "match", source), raw=raw)
+                 match=Match.parse(raw.get("match"), "match", source),
+                 evaluate=_parse_evaluate(raw.get("evaluate"), source), raw=raw)
