@@ -92,12 +92,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     bad = [o for o in args.overrides if "=" not in o]
     if bad:
         raise ConfigError(bad[0], bad[0], "an override of the form key=value", "command line")
+    if sweep.ignored:
+        print(f"ablate: warning: {sweep.path}: {', '.join(sweep.ignored)} not used: ablate runs its own training "
+              "(ablate train) for every run", file=sys.stderr)
     sweep_dir, runs, outcome = launch(sweep, extra=args.overrides, sweep_dir=Path(args.out) if args.out else None,
                                       workers=args.workers, dry_run=args.dry_run, retry_failed=args.retry_failed)
     if outcome is None:
         print(format_matrix(sweep, runs))
         return 0
     _print_report(sweep_dir)
+    if outcome.closed:
+        print(f"ablate: no further run started: {outcome.closed}", file=sys.stderr)
+    if outcome.stopped:
+        print(f"ablate: {len(outcome.stopped)} runs stopped early by hyperband (see their result.json)", file=sys.stderr)
     if outcome.failed:
         print(f"ablate: {len(outcome.failed)} of {len(runs)} runs failed (see their result.json)", file=sys.stderr)
     print(sweep_dir)

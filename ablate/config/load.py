@@ -29,6 +29,7 @@ from ablate.config.validate import validate
 from ablate.errors import ConfigError
 from ablate import registry
 from ablate.registry import import_modules
+from ablate.yamlio import load_yaml
 
 COMMAND_LINE = "command line"
 INTERNAL = "ablate"  # a layer of ablate's own bookkeeping (a sweep run's directory and W&B labels): not read-checked
@@ -126,7 +127,7 @@ def _chain(path: Path, seen: tuple[Path, ...]) -> list[tuple[Path, dict[str, Any
     if resolved in seen:
         raise ConfigError("defaults", str(path), "no cycles between config files", str(path))
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = load_yaml(path.read_text()) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f"line {mark.line + 1}" if mark else "?"

@@ -4,6 +4,8 @@
     <output_dir>/logs/version_<k>/  every logged metric, one folder per attempt (Lightning's CSVLogger)
     <output_dir>/checkpoints/       last.ckpt and best.ckpt (lowest val/loss)
     <output_dir>/result.json        status, final and best metrics, parameters, tokens/s, wall time
+    <output_dir>/progress.json      every validation metric so far, by step (read by a sweep's pool while it trains)
+    <output_dir>/STOP               when present, the run ends at its next step (a sweep's early termination)
 
 Files are written atomically (temp file + rename), so a killed run never leaves a
 half-written result or config.
@@ -22,6 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+
+
+PROGRESS_FILE = "progress.json"
+STOP_FILE = "STOP"
 
 
 def config_hash(cfg: DictConfig) -> str:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ablate.sweep.plan import PlannedRun, base_variant, default_sweep_dir, plan_sweep, run_config, write_plan
-from ablate.sweep.runner import Outcome, execute
+from ablate.sweep.plan import Planner, PlannedRun, base_variant, default_sweep_dir, read_planned, run_config, write_plan
+from ablate.sweep.queue import BayesQueue, RunQueue
+from ablate.sweep.runner import Outcome, execute, pending
 from ablate.sweep.spec import Sweep
 
 
@@ -22,7 +23,9 @@ def format_matrix(sweep: Sweep, runs: list[PlannedRun]) -> str:
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
-    title = f"sweep {sweep.name}: {len(runs)} runs, method {sweep.method}, metric {sweep.metric['name']} ({sweep.metric['goal']})"
+    count = f"{len(runs)} runs" if sweep.method != "bayes" else \
+        f"up to {sweep.n_samples() * len(sweep.seeds)} runs, chosen as runs finish; the first point's"
+    title = f"sweep {sweep.name}: {count}, method {sweep.method}, metric {sweep.metric['name']} ({sweep.metric['goal']})"
     return "\n".join([title, *lines, "", *variant_notes(runs)])
 
 
@@ -51,16 +54,38 @@ def variant_notes(runs: list[PlannedRun]) -> list[str]:
 
 def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: int, dry_run: bool,
            retry_failed: bool, progress: bool = True) -> tuple[Path, list[PlannedRun], Outcome | None]:
-    """Plan every run (validating each config), then run the pending ones unless ``dry_run``."""
+    """Plan every run (validating each config), then run the pending ones unless ``dry_run``.
+
+    A bayes sweep plans its points as it goes: its dry run plans (and shows) the first point only.
+    """
     sweep_dir = sweep_dir or default_sweep_dir(sweep)
-    runs = plan_sweep(sweep, sweep_dir, extra)
+    planner = Planner(sweep, extra)
+    if sweep.method == "bayes":
+        from ablate.sweep.bayes import BayesSearch
+
+        search = BayesSearch(sweep)
+        runs = planner.plan([search.point(search.ask()[1], seed) for seed in sweep.seeds]) if dry_run else \
+            read_planned(sweep_dir)
+    else:
+        runs = planner.plan(sweep.points())
     if dry_run:
         return sweep_dir, runs, None
     sweep_dir.mkdir(parents=True, exist_ok=True)
     if sweep.path.resolve() != (sweep_dir / "sweep.yaml").resolve():
         shutil.copyfile(sweep.path, sweep_dir / "sweep.yaml")
     write_plan(sweep, sweep_dir, runs)
-    configs = {r.id: OmegaConf.to_yaml(run_config(sweep, r.overrides, sweep_dir / r.run_dir, extra, r.labels)) for r in runs}
-    outcome = execute(runs, configs, sweep_dir, workers=workers, retry_failed=retry_failed, progress=progress,
-                      evaluate=sweep.evaluate_options())
+    evaluate = sweep.evaluate_options()
+    todo, settled = pending(runs, sweep_dir, retry_failed, evaluate)
+    if sweep.method == "bayes":
+        queue: RunQueue = BayesQueue(sweep, sweep_dir, planner, runs, lambda all_runs: write_plan(sweep, sweep_dir, all_runs),
+                                     lambda run: run.id not in {r.id for r in todo})
+    else:
+        queue = RunQueue(sweep, sweep_dir, runs, todo)
+    outcome = execute(queue, lambda r: OmegaConf.to_yaml(run_config(sweep, r.overrides, sweep_dir / r.run_dir, extra,
+                                                                     r.labels)),
+                      sweep_dir, workers=workers, progress=progress, evaluate=evaluate, hyperband=sweep.early_terminate,
+                      metric=sweep.metric["name"], goal=sweep.metric["goal"],
+                      settled=[r for r in runs if r.id not in {t.id for t in todo}])
+    outcome.failed = {**settled.failed, **outcome.failed}
+    outcome.skipped += settled.skipped
     return sweep_dir, runs, outcome

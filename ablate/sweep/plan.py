@@ -12,7 +12,7 @@ that plan the same config share nothing by accident: each keeps its own folder.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ class PlannedRun:
     same_as: str | None = None  # an earlier variant that trains the very same model (same effective config)
     matched: dict[str, Any] | None = None  # the matched budget: budget, by, value, achieved, target
     leaks_labels: bool = False  # its decoder mask scores positions that can see their labels
+    search: dict[str, Any] | None = None  # a bayes sweep's point: its trial number and quantiles
 
 
 def default_sweep_dir(sweep: Sweep) -> Path:
@@ -63,6 +64,7 @@ def run_config(sweep: Sweep, overrides: list[str], run_dir: Path | None, extra: 
     """The validated config of one run: base file, base overrides, CLI extras, then the run's own values, then
     ablate's bookkeeping (W&B group, name and tags; the run directory)."""
     tail = [f"wandb.group={_yaml_value(sweep.name)}", *labels] + ([f"output_dir={run_dir}"] if run_dir else [])
+    tail += [f"wandb.{k}={_yaml_value(v)}" for k, v in (("project", sweep.project), ("entity", sweep.entity)) if v]
     source = str(sweep.path)
     layers = [(source, sweep.base_overrides), ("command line", extra), (source, overrides), (INTERNAL, tail)]
     try:
@@ -72,48 +74,59 @@ def run_config(sweep: Sweep, overrides: list[str], run_dir: Path | None, extra: 
 
 
 def plan_sweep(sweep: Sweep, sweep_dir: Path, extra: list[str] = ()) -> list[PlannedRun]:
-    """Expand and validate every run before any starts; solve matched budgets; say what each variant changes.
+    """Expand and validate every run of a grid or random sweep before any starts (see :class:`Planner`).
 
     Raises:
         ConfigError: the first run whose config is invalid (naming the key and the sweep file), or a
             matched budget that cannot be met.
     """
-    points = sweep.points()
-    base_row = _base_row(sweep, points)
-    base = run_config(sweep, _overrides(next((p for p in points if p.row == base_row), points[0])), None, extra)
-    with torch.device("meta"):
-        base_model = build_model(base)
-    solved: dict[str, tuple[int, float]] = {}
-    builds: dict[str, Variant] = {}
-    runs, seen = [], set()
-    for point in points:
-        overrides, matched = _overrides(point), None
-        match = sweep.match_of(point.row) if point.row != base_row else None
-        if match is not None:
-            matched = _solve(sweep, match, point, base, extra, solved)
-            overrides.append(f"{match.by}={matched['value']}")
-        changed = [k for k, v in point.values.items() if OmegaConf.select(base, k) != v]
-        label = point.variant + (f", seed={point.seed}" if point.seed is not None else "")
-        labels = [f"wandb.name={_yaml_value(label)}", f"wandb.tags={_yaml_value(changed)}"]
-        cfg = run_config(sweep, overrides, None, extra, labels)
-        run_id = config_hash(cfg)
-        if run_id in seen:  # random sampling can draw the same point twice
-            continue
-        seen.add(run_id)
-        if point.variant not in builds:
-            builds[point.variant] = Variant.of(cfg, base, base_model, builds)
-        v = builds[point.variant]
-        runs.append(PlannedRun(id=run_id, variant=point.variant, seed=cfg.seed, varied={}, overrides=overrides,
-                               labels=labels, run_dir=f"runs/{run_id}", parameters=v.parameters,
-                               flops_per_token=v.flops, changes=v.changes, same_as=v.same_as, matched=matched,
-                               leaks_labels=v.leaks_labels))
-        runs[-1].varied = _plain({k: OmegaConf.select(cfg, k) for k in _varied_keys(points, sweep)})
-    return runs
+    return Planner(sweep, extra).plan(sweep.points())
 
 
-def _base_row(sweep: Sweep, points: list[Point]) -> str:
-    rows = [p.row for p in points]
-    return "base" if "base" in rows else (rows[0] if rows else "")
+class Planner:
+    """Turns a sweep's points into validated runs: their configs, matched budgets, what each variant changes
+    against the base. Points may come all at once (grid, random) or a few at a time (bayes)."""
+
+    def __init__(self, sweep: Sweep, extra: list[str] = ()):
+        self.sweep, self.extra = sweep, list(extra)
+        rows = sweep.rows or [{"name": ""}]
+        self.base_row = "base" if any(r["name"] == "base" for r in rows) else rows[0]["name"]
+        row = next(r for r in rows if r["name"] == self.base_row)
+        base_point = sweep.point(row, {}, None)
+        self.base = run_config(sweep, _overrides(base_point), None, self.extra)
+        with torch.device("meta"):
+            self.base_model = build_model(self.base)
+        self.solved: dict[str, tuple[int, float]] = {}
+        self.variants: dict[str, Variant] = {}
+        self.seen: set[str] = set()
+        self.varied = _varied_keys(sweep)
+
+    def plan(self, points: list[Point]) -> list[PlannedRun]:
+        """The runs of ``points``, each validated; a point whose config equals an earlier one's is dropped."""
+        sweep, runs = self.sweep, []
+        for point in points:
+            overrides, matched = _overrides(point), None
+            match = sweep.match_of(point.row) if point.row != self.base_row else None
+            if match is not None:
+                matched = _solve(sweep, match, point, self.base, self.extra, self.solved)
+                overrides.append(f"{match.by}={matched['value']}")
+            changed = [k for k, v in point.values.items() if OmegaConf.select(self.base, k) != v]
+            label = point.variant + (f", seed={point.seed}" if point.seed is not None else "")
+            labels = [f"wandb.name={_yaml_value(label)}", f"wandb.tags={_yaml_value(changed)}"]
+            cfg = run_config(sweep, overrides, None, self.extra, labels)
+            run_id = config_hash(cfg)
+            if run_id in self.seen:  # random sampling can draw the same point twice
+                continue
+            self.seen.add(run_id)
+            if point.variant not in self.variants:
+                self.variants[point.variant] = Variant.of(cfg, self.base, self.base_model, self.variants)
+            v = self.variants[point.variant]
+            runs.append(PlannedRun(id=run_id, variant=point.variant, seed=cfg.seed,
+                                   varied=_plain({k: OmegaConf.select(cfg, k) for k in self.varied}),
+                                   overrides=overrides, labels=labels, run_dir=f"runs/{run_id}", parameters=v.parameters,
+                                   flops_per_token=v.flops, changes=v.changes, same_as=v.same_as, matched=matched,
+                                   leaks_labels=v.leaks_labels))
+        return runs
 
 
 def _solve(sweep: Sweep, match: Match, point: Point, base: DictConfig, extra: list[str],
@@ -169,12 +182,14 @@ def _plain(values: dict[str, Any]) -> dict[str, Any]:
     return {k: OmegaConf.to_container(v) if OmegaConf.is_config(v) else v for k, v in values.items()}
 
 
-def _varied_keys(points: list[Point], sweep: Sweep) -> list[str]:
-    """The keys whose values differ between points, and the keys matched budgets re-solve."""
+def _varied_keys(sweep: Sweep) -> list[str]:
+    """The keys whose values differ between runs: rows' keys that differ between rows, searched parameters that
+    are not constant, and the keys matched budgets re-solve."""
     keys: list[str] = []
-    for p in points:
-        keys += [k for k in p.values if k not in keys]
-    keys = [k for k in keys if len({repr(p.values.get(k)) for p in points}) > 1]
+    for row in sweep.rows:
+        keys += [k for k in row if k not in ("name", "match") and k not in keys]
+    keys = [k for k in keys if len({repr(r.get(k)) for r in sweep.rows}) > 1]
+    keys += [k for k, p in sweep.searched.items() if not p.constant and k not in keys]
     matched = [m.by for m in [sweep.match, *(r.get("match") for r in sweep.rows)] if m is not None]
     return keys + [k for k in dict.fromkeys(matched) if k not in keys]
 
@@ -185,10 +200,21 @@ def base_variant(runs: list[PlannedRun]) -> str:
     return "base" if "base" in names else (names[0] if names else "")
 
 
+def read_planned(sweep_dir: Path) -> list[PlannedRun]:
+    """The runs of an existing plan.json (a bayes sweep's plan grows across launches); [] when there is none."""
+    path = Path(sweep_dir) / "plan.json"
+    if not path.is_file():
+        return []
+    names = {f.name for f in fields(PlannedRun)}
+    return [PlannedRun(**{k: v for k, v in run.items() if k in names}) for run in json.loads(path.read_text())["runs"]]
+
+
 def write_plan(sweep: Sweep, sweep_dir: Path, runs: list[PlannedRun]) -> None:
     sweep_dir.mkdir(parents=True, exist_ok=True)
     write_json(sweep_dir / "plan.json", {
         "name": sweep.name,
+        "description": sweep.description,
+        "method": sweep.method,
         "metric": sweep.metric,
         "base_variant": base_variant(runs),
         "varied_keys": list(runs[0].varied) if runs else [],

@@ -1,9 +1,13 @@
-"""Running a planned sweep locally: a pool of workers, each run in its own ``ablate train`` process.
+"""Running a sweep locally: a pool of workers, each run in its own ``ablate train`` process.
 
 - One worker per GPU, pinned with CUDA_VISIBLE_DEVICES; on CPU, ``workers`` processes sharing
   the cores (OMP_NUM_THREADS = cores / workers, so they do not fight over them).
-- A run whose result says ``finished`` is skipped; ``failed`` is skipped unless ``retry_failed``;
-  anything else (never started, interrupted, killed) runs, and resumes from its last checkpoint.
+- A run whose result says ``finished`` (or ``stopped``, ended early by hyperband) is skipped; ``failed`` is
+  skipped unless ``retry_failed``; anything else (never started, interrupted, killed) runs, and resumes
+  from its last checkpoint. Runs are handed out by a queue (:mod:`ablate.sweep.queue`): the plan in order,
+  or a Bayesian search's proposals; none is started once a run reaches ``metric.target``.
+- With ``early_terminate: {type: hyperband}``, the pool reads every run's validation history
+  (``progress.json``) every few seconds and asks the runs W&B's rule would stop to stop (``STOP``).
 - Each run holds a lock on its directory while it trains (see :mod:`ablate.runs.lock`), so two
   sweep processes on the same sweep never train the same run twice.
 - A child process dies with the sweep process (PR_SET_PDEATHSIG on Linux); its last checkpoint stays.
@@ -12,21 +16,24 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import subprocess
 import sys
-import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
 from tqdm import tqdm
 
-from ablate.sweep.plan import PlannedRun
+from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_result, write_atomic, write_json
 from ablate.runs.lock import EXIT_LOCKED
-from ablate.runs.files import read_result, write_atomic, write_json
+from ablate.sweep.hyperband import Hyperband
+from ablate.sweep.plan import PlannedRun
+from ablate.sweep.queue import RunQueue
 
 
 @dataclass
@@ -34,6 +41,8 @@ class Outcome:
     done: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # finished before, or running elsewhere
+    stopped: list[str] = field(default_factory=list)  # ended early by hyperband
+    closed: str | None = None  # why the sweep started no more runs (metric.target reached)
 
 
 def pending(runs: list[PlannedRun], sweep_dir: Path, retry_failed: bool,
@@ -46,7 +55,7 @@ def pending(runs: list[PlannedRun], sweep_dir: Path, retry_failed: bool,
         status = result.get("status")
         if status == "finished" and evaluate is not None and result.get("evaluated") != list(evaluate):
             todo.append(run)
-        elif status == "finished":
+        elif status in ("finished", "stopped"):
             outcome.skipped.append(run.id)
         elif status == "failed" and not retry_failed:
             outcome.failed[run.id] = (read_result(sweep_dir / run.run_dir) or {}).get("error", "failed")
@@ -103,47 +112,84 @@ def _evaluate(run_dir: Path, options: list[str], env: dict[str, str]) -> tuple[i
     return proc.returncode, f"ablate evaluate failed: {lines[-1] if lines else proc.returncode}; see {run_dir / 'evaluate.log'}"
 
 
-def execute(runs: list[PlannedRun], configs: dict[str, str], sweep_dir: Path, *, workers: int,
-            retry_failed: bool = False, progress: bool = True, evaluate: list[str] | None = None) -> Outcome:
-    """Run every pending run of the plan; returns what was done, failed and skipped.
+def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: Path, *, workers: int,
+            progress: bool = True, evaluate: list[str] | None = None, hyperband: Hyperband | None = None,
+            metric: str = "val/loss", goal: str = "minimize", settled: list[PlannedRun] = ()) -> Outcome:
+    """Run what the queue hands out, a worker per slot, until it has nothing more; returns what was done,
+    failed, stopped and skipped.
 
     Args:
-        runs: the plan.
-        configs: run id -> resolved config YAML (with output_dir set).
+        queue: the runs to do (:mod:`ablate.sweep.queue`).
+        config_of: a run's resolved config YAML (with output_dir set).
         sweep_dir: the sweep directory.
         workers: CPU worker processes (ignored on GPUs: one per device).
         evaluate: ``ablate evaluate`` options to run on each run once it has trained (the sweep's ``evaluate``).
+        hyperband: early termination: every few seconds, the running runs that W&B's hyperband rule would stop
+            are asked to stop (``<run_dir>/STOP``), judged on ``metric`` against every run's history.
+        settled: runs of earlier launches, whose histories count for hyperband.
     """
-    todo, outcome = pending(runs, sweep_dir, retry_failed, evaluate)
     slots = _devices(workers)
-    free = list(range(len(slots)))
-    lock = threading.Lock()
-    bar = tqdm(total=len(runs), initial=len(runs) - len(todo), desc="sweep", unit="run", disable=not progress,
+    outcome = Outcome()
+    bar = tqdm(total=queue.total, initial=len(settled), desc="sweep", unit="run", disable=not progress,
                file=sys.stderr)
+    free, running = list(range(len(slots))), {}
+    seen = [*settled]
 
-    def work(run: PlannedRun) -> None:
-        with lock:
-            slot = free.pop()
-        try:
-            code, error = _train(run, sweep_dir, configs[run.id], slots[slot])
-            if code == 0 and evaluate is not None:
-                code, error = _evaluate(sweep_dir / run.run_dir, list(evaluate), slots[slot])
-        finally:
-            with lock:
-                free.append(slot)
-        with lock:
-            if code == 0:
-                outcome.done.append(run.id)
-            elif code == EXIT_LOCKED:
-                outcome.skipped.append(run.id)
-            else:
-                outcome.failed[run.id] = error
-            bar.set_postfix(done=len(outcome.done) + len(outcome.skipped), failed=len(outcome.failed),
-                            left=len(runs) - len(outcome.done) - len(outcome.skipped) - len(outcome.failed))
-            bar.update(1)
+    def work(run: PlannedRun, slot: int) -> tuple[int, str]:
+        code, error = _train(run, sweep_dir, config_of(run), slots[slot])
+        if code == 0 and evaluate is not None and (read_result(sweep_dir / run.run_dir) or {}).get("status") == "finished":
+            code, error = _evaluate(sweep_dir / run.run_dir, list(evaluate), slots[slot])
+        return code, error
 
     with ThreadPoolExecutor(max_workers=len(slots)) as pool:
-        list(pool.map(work, todo))
+        while True:
+            while free and (run := queue.next()) is not None:
+                slot = free.pop()
+                running[pool.submit(work, run, slot)] = (run, slot)
+                seen.append(run)
+            if not running:
+                break
+            done, _ = wait(running, timeout=MONITOR_EVERY if hyperband else None, return_when=FIRST_COMPLETED)
+            for future in done:
+                run, slot = running.pop(future)
+                free.append(slot)
+                code, error = future.result()
+                status = (read_result(sweep_dir / run.run_dir) or {}).get("status")
+                if code == EXIT_LOCKED:
+                    outcome.skipped.append(run.id)
+                elif code != 0:
+                    outcome.failed[run.id] = error
+                elif status == "stopped":
+                    outcome.stopped.append(run.id)
+                else:
+                    outcome.done.append(run.id)
+                queue.settled(run)
+                bar.set_postfix(done=len(outcome.done) + len(outcome.skipped), stopped=len(outcome.stopped),
+                                failed=len(outcome.failed))
+                bar.update(1)
+            if hyperband is not None:
+                _stop_runs(hyperband, sweep_dir, seen, [r for r, _ in running.values()], metric, goal)
     bar.close()
+    outcome.closed = queue.closed
     return outcome
 
+
+MONITOR_EVERY = 2.0  # seconds between hyperband checks
+
+
+def history(sweep_dir: Path, run: PlannedRun, metric: str) -> list[float]:
+    """The values a run has logged for ``metric``, one per validation (``progress.json``)."""
+    path = sweep_dir / run.run_dir / PROGRESS_FILE
+    try:
+        return [v for _, v in json.loads(path.read_text()).get("history", {}).get(metric, [])]
+    except (OSError, ValueError):  # not written yet
+        return []
+
+
+def _stop_runs(rule: Hyperband, sweep_dir: Path, runs: list[PlannedRun], running: list[PlannedRun], metric: str,
+               goal: str) -> None:
+    histories = {r.id: history(sweep_dir, r, metric) for r in runs}
+    for run_id, reason in rule.to_stop(histories, [r.id for r in running], goal).items():
+        stop = sweep_dir / next(r.run_dir for r in running if r.id == run_id) / STOP_FILE
+        if not stop.exists():
+            write_atomic(stop, reason + "\n")

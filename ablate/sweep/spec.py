@@ -1,19 +1,25 @@
-"""Sweep files: the W&B sweep schema, plus ablate's ``base``, paired ``rows`` and seed replicates.
+"""Sweep files: W&B's sweep configuration, read as W&B reads it, plus ablate's ``base``, ``rows`` and seeds.
 
     name: table3_A
-    method: grid                       # grid | random (W&B's own sampler: --backend wandb)
-    metric: {name: val/loss, goal: minimize}
+    description: Table 3 rows (A) on Multi30k
+    method: grid                       # grid | random | bayes (locally: Optuna's Gaussian process)
+    metric: {name: val/loss, goal: minimize, target: 1.5}   # target: no new run once one reaches it
+    early_terminate: {type: hyperband, min_iter: 2, eta: 2}  # W&B's rule, applied by the local pool
+    project: ablate                    # the W&B project (and entity) of every run
     base: configs/transformer_base.yaml   # or {config: ..., overrides: [key=value, ...]}
     rows:                              # paired variants: keys that change together, one row each
       - {name: base}
       - {name: "h=1", model.n_heads: 1, model.d_k: 512, model.d_v: 512}
-    parameters:                        # W&B form: value | values | distribution (random only)
+    parameters:                        # every W&B form: value | values | min/max | distributions
       model.dropout: {values: [0.0, 0.1]}
-      seed: {values: [0, 1, 2]}        # replicates: the report aggregates over them
+      seed: {values: [0, 1, 2]}        # replicates: each point runs once per seed; the report aggregates them
     run_cap: 20
+    match: params                      # matched budgets (ablate.sweep.match)
+    evaluate: {lengths: [1, 2, 4]}     # ablate evaluate after training
 
-Nested W&B parameters (``model: {parameters: {n_heads: {values: [...]}}}``) are
-flattened to dotted keys.
+Numbers may be written in any YAML form (``5e-4``). W&B's nested parameters (``model: {parameters: {...}}``)
+are flattened to dotted keys. Keys W&B uses that ablate cannot honour (``command``, ``program``: ablate is
+the program) are named in one warning line (:attr:`Sweep.ignored`), never dropped silently.
 """
 
 from __future__ import annotations
@@ -27,15 +33,20 @@ from typing import Any
 import yaml
 
 from ablate.errors import ConfigError
+from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.match import Match
+from ablate.sweep.params import UNBOUNDED, GRIDDABLE, Param, flatten
+from ablate.yamlio import load_yaml
 
-TOP_LEVEL = {"name", "description", "method", "metric", "parameters", "run_cap", "base", "rows",
-             "sampler_seed", "program", "command", "early_terminate", "project", "entity", "match", "evaluate"}
+ABLATE_KEYS = {"base", "rows", "sampler_seed", "match", "evaluate"}
+W_AND_B_KEYS = {"name", "description", "method", "metric", "parameters", "run_cap", "early_terminate", "project",
+                "entity", "controller", "program", "command", "job", "image_uri", "scheduler", "apiVersion", "kind",
+                "metrics"}
+NOT_HONOURED = ("program", "command", "job", "image_uri", "scheduler", "metrics")  # ablate runs `ablate train` itself
 EVALUATE_OPTIONS = ("lengths", "split", "beam", "alpha", "average_last", "checkpoint", "batch_tokens")
 ROW_KEYS = ("name", "match")  # a row's own keys; every other key of a row is a config key
-METHODS = ("grid", "random", "bayes")  # bayes needs W&B's controller: --backend wandb
-DISTRIBUTIONS = {"constant", "categorical", "int_uniform", "uniform", "q_uniform", "log_uniform_values",
-                 "q_log_uniform_values", "normal", "q_normal", "log_normal", "q_log_normal"}
+METHODS = ("grid", "random", "bayes")
+GOALS = ("minimize", "maximize")
 
 
 @dataclass(frozen=True)
@@ -55,16 +66,32 @@ class Sweep:
     name: str
     path: Path
     method: str = "grid"
-    metric: dict[str, str] = field(default_factory=lambda: {"name": "val/loss", "goal": "minimize"})
+    metric: dict[str, Any] = field(default_factory=lambda: {"name": "val/loss", "goal": "minimize"})
+    description: str = ""
     base_config: Path | None = None
     base_overrides: list[str] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)  # each with a "name"
-    parameters: dict[str, dict[str, Any]] = field(default_factory=dict)  # dotted key -> W&B spec
+    parameters: dict[str, Param] = field(default_factory=dict)  # dotted key -> parameter
     run_cap: int | None = None
     sampler_seed: int = 0
     match: Match | None = None  # matched budgets for every row but the base (a row's own ``match`` wins)
     evaluate: dict[str, Any] | None = None  # ``ablate evaluate`` options, run after training (None: no evaluation)
+    early_terminate: Hyperband | None = None
+    project: str | None = None  # W&B project and entity of every run
+    entity: str | None = None
+    ignored: list[str] = field(default_factory=list)  # W&B keys present that ablate does not honour
     raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def target(self) -> float | None:
+        """metric.target: once a run reaches it, no new run starts (W&B's rule)."""
+        return self.metric.get("target")
+
+    def reached(self, value: float | None) -> bool:
+        """Whether a run's metric value reaches the target."""
+        if value is None or self.target is None or not math.isfinite(value):
+            return False
+        return value <= self.target if self.metric["goal"] == "minimize" else value >= self.target
 
     def evaluate_options(self) -> list[str] | None:
         """``evaluate: {lengths: [1, 2, 4], beam: 4}`` as ``ablate evaluate`` options: --lengths 1,2,4 --beam 4
@@ -84,26 +111,39 @@ class Sweep:
 
     @property
     def seeds(self) -> list[int | None]:
-        spec = self.parameters.get("seed")
-        if spec is None:
-            return [None]
-        return list(spec["values"]) if "values" in spec else [spec["value"]]
+        """The seed replicates every sampled point runs with ([None]: the config's own seed)."""
+        param = self.parameters.get("seed")
+        return [None] if param is None else param.grid()
+
+    @property
+    def searched(self) -> dict[str, Param]:
+        """The parameters a method chooses values of (every one but the seed)."""
+        return {k: p for k, p in self.parameters.items() if k != "seed"}
 
     def points(self) -> list[Point]:
-        """Every run of the sweep: grid order (rows, then parameters in file order, seeds innermost), or
-        ``run_cap`` random samples, each replicated over the seeds."""
+        """Every run of a grid or random sweep: grid order (rows, then parameters in file order, seeds innermost),
+        or ``run_cap`` random samples (rows drawn like a categorical parameter), each replicated over the seeds.
+        A bayes sweep chooses its points as runs finish (:mod:`ablate.sweep.bayes`)."""
         if self.method == "bayes":
-            raise ConfigError("method", "bayes", "grid or random locally (bayes: use --backend wandb)", str(self.path))
-        others = {k: v for k, v in self.parameters.items() if k != "seed"}
+            raise ValueError("a bayes sweep has no fixed plan: its points are chosen as runs finish")
         rows = self.rows or [{"name": ""}]
-        combos = _grid(rows, others) if self.method == "grid" else _random(rows, others, self._n_random(), self.sampler_seed)
-        points = [Point(_variant_name(row, sampled, others), seed, {**_row_values(row), **sampled}, row["name"])
-                  for row, sampled in combos for seed in self.seeds]
+        if self.method == "grid":
+            combos = _grid(rows, self.searched)
+        else:
+            rng = random.Random(self.sampler_seed)
+            combos = [(rng.choice(rows), {k: p.sample(rng) for k, p in self.searched.items()})
+                      for _ in range(self.n_samples())]
+        points = [self.point(row, sampled, seed) for row, sampled in combos for seed in self.seeds]
         return points[: self.run_cap] if self.run_cap else points
 
-    def _n_random(self) -> int:
+    def point(self, row: dict[str, Any], sampled: dict[str, Any], seed: int | None) -> Point:
+        """The run of one row, one choice of the searched parameters and one seed."""
+        return Point(_variant_name(row, sampled, self.searched), seed, {**_row_values(row), **sampled}, row["name"])
+
+    def n_samples(self) -> int:
+        """How many points a random or bayes sweep draws: run_cap / seeds (each point runs once per seed)."""
         if not self.run_cap:
-            raise ConfigError("run_cap", None, "a positive run_cap for method: random", str(self.path))
+            raise ConfigError("run_cap", None, f"a positive run_cap for method: {self.method}", str(self.path))
         return max(1, self.run_cap // len(self.seeds))
 
 
@@ -115,8 +155,8 @@ def _short(key: str, value: Any) -> str:
     return f"{key.rsplit('.', 1)[-1]}={value}"
 
 
-def _variant_name(row: dict[str, Any], sampled: dict[str, Any], others: dict[str, dict[str, Any]]) -> str:
-    varied = [k for k in sampled if "value" not in others[k]]
+def _variant_name(row: dict[str, Any], sampled: dict[str, Any], params: dict[str, Param]) -> str:
+    varied = [k for k in sampled if not params[k].constant]
     parts = [row["name"]] if row.get("name") else [_short(k, v) for k, v in _row_values(row).items()]
     parts += [_short(k, _fmt(sampled[k])) for k in varied]
     return ", ".join(p for p in parts if p) or "base"
@@ -127,65 +167,24 @@ def _fmt(value: Any) -> Any:
     return f"{value:.4g}" if isinstance(value, float) and len(str(value)) > 8 else value
 
 
-def _grid(rows: list[dict[str, Any]], params: dict[str, dict[str, Any]]) -> list[tuple[dict, dict]]:
+def _grid(rows: list[dict[str, Any]], params: dict[str, Param]) -> list[tuple[dict, dict]]:
     combos: list[dict[str, Any]] = [{}]
-    for key, spec in params.items():
-        values = spec["values"] if "values" in spec else [spec["value"]]
-        combos = [{**c, key: v} for c in combos for v in values]
+    for key, param in params.items():
+        combos = [{**c, key: v} for c in combos for v in param.grid()]
     return [(row, c) for row in rows for c in combos]
 
 
-def _random(rows, params, n: int, seed: int) -> list[tuple[dict, dict]]:
-    rng = random.Random(seed)
-    return [(rng.choice(rows), {k: _sample(spec, rng) for k, spec in params.items()}) for _ in range(n)]
-
-
-def _sample(spec: dict[str, Any], rng: random.Random) -> Any:
-    if "value" in spec:
-        return spec["value"]
-    if "values" in spec and spec.get("distribution", "categorical") == "categorical":
-        return rng.choice(spec["values"])
-    dist, lo, hi = spec.get("distribution"), spec.get("min"), spec.get("max")
-    q = spec.get("q", 1)
-    if dist == "int_uniform":
-        return rng.randint(int(lo), int(hi))
-    if dist in ("uniform", "q_uniform"):
-        x = rng.uniform(lo, hi)
-        return round(x / q) * q if dist == "q_uniform" else x
-    if dist in ("log_uniform_values", "q_log_uniform_values"):
-        x = math.exp(rng.uniform(math.log(lo), math.log(hi)))
-        return round(x / q) * q if dist.startswith("q_") else x
-    mu, sigma = spec.get("mu", 0.0), spec.get("sigma", 1.0)
-    x = rng.gauss(mu, sigma) if "normal" in dist and "log" not in dist else math.exp(rng.gauss(mu, sigma))
-    return round(x / q) * q if dist.startswith("q_") else x
-
-
-def _flatten_parameters(params: dict[str, Any], prefix: str, source: str) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for key, spec in params.items():
-        full = f"{prefix}{key}"
-        if not isinstance(spec, dict):
-            raise ConfigError(f"parameters.{full}", spec, "a mapping with value, values or a distribution", source)
-        if "parameters" in spec:  # W&B nested form
-            out.update(_flatten_parameters(spec["parameters"], f"{full}.", source))
-        else:
-            out[full] = spec
-    return out
-
-
-def _check_parameter(key: str, spec: dict[str, Any], method: str, source: str) -> None:
-    where = f"parameters.{key}"
-    if "values" in spec and (not isinstance(spec["values"], list) or not spec["values"]):
-        raise ConfigError(where, spec["values"], "a non-empty list of values", source)
-    dist = spec.get("distribution")
-    if dist is not None and dist not in DISTRIBUTIONS:
-        raise ConfigError(f"{where}.distribution", dist, f"one of {', '.join(sorted(DISTRIBUTIONS))}", source)
-    if "value" not in spec and "values" not in spec and dist is None:
-        raise ConfigError(where, spec, "value, values or a distribution", source)
-    if method == "grid" and "value" not in spec and "values" not in spec:
-        raise ConfigError(where, dist, "value or values: method grid takes no distributions", source)
-    if key == "seed" and "value" not in spec and "values" not in spec:
-        raise ConfigError(where, spec, "value or values (seed replicates)", source)
+def _check_method(method: str, params: dict[str, Param], source: str) -> None:
+    for key, p in params.items():
+        if key == "seed" and p.distribution not in ("constant", "categorical", "int_uniform", "q_uniform"):
+            raise ConfigError("parameters.seed", p.distribution, "value, values or an int range: seeds are "
+                              "replicates (every point runs with each)", source)
+        if method == "grid" and p.distribution not in GRIDDABLE:
+            raise ConfigError(f"parameters.{key}", p.distribution, "a constant, values (without probabilities), "
+                              "int_uniform or q_uniform: what W&B's grid search takes", source)
+        if method == "bayes" and p.distribution in UNBOUNDED:
+            raise ConfigError(f"parameters.{key}", p.distribution, "a bounded distribution or values for method "
+                              "bayes (normal distributions have no bounds to search in)", source)
 
 
 def _parse_base(base: Any, root: Path, source: str) -> tuple[Path | None, list[str]]:
@@ -242,6 +241,25 @@ def _parse_evaluate(spec: Any, source: str) -> dict[str, Any] | None:
     return dict(spec)
 
 
+def _parse_metric(spec: Any, source: str) -> dict[str, Any]:
+    metric = {"name": "val/loss", "goal": "minimize"}
+    if spec is not None:
+        if not isinstance(spec, dict) or set(spec) - {"name", "goal", "target"}:
+            raise ConfigError("metric", spec, "{name: ..., goal: minimize|maximize, target: number}", source)
+        metric.update(spec)
+    if metric["goal"] not in GOALS:
+        raise ConfigError("metric.goal", metric["goal"], "minimize or maximize", source)
+    target = metric.get("target")
+    if target is not None and (isinstance(target, bool) or not isinstance(target, (int, float))):
+        raise ConfigError("metric.target", target, "a number", source)
+    return metric
+
+
+def _check_controller(spec: Any, source: str) -> None:
+    if spec is not None and (not isinstance(spec, dict) or spec.get("type") not in ("local", "cloud")):
+        raise ConfigError("controller", spec, "{type: local} or {type: cloud}", source)
+
+
 def load_sweep(path: str | Path) -> Sweep:
     """Parse and check a sweep file.
 
@@ -251,31 +269,33 @@ def load_sweep(path: str | Path) -> Sweep:
     path = Path(path)
     source = str(path)
     if not path.is_file():
-        raise ConfigError("sweep", source, "an existing sweep YAML file", "command line")
+        raise ConfigError("SWEEP", source, "an existing sweep YAML file", "command line")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = load_yaml(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise ConfigError("yaml", getattr(exc, "problem", str(exc)), "valid YAML", source) from None
     if not isinstance(raw, dict):
         raise ConfigError("<root>", type(raw).__name__, "a mapping", source)
     for key in raw:
-        if key not in TOP_LEVEL:
-            raise ConfigError(str(key), raw[key], f"a sweep key: {', '.join(sorted(TOP_LEVEL))}", source)
+        if key not in W_AND_B_KEYS | ABLATE_KEYS:
+            raise ConfigError(str(key), raw[key], f"a sweep key: {', '.join(sorted(W_AND_B_KEYS | ABLATE_KEYS))}",
+                              source)
     method = raw.get("method", "grid")
     if method not in METHODS:
         raise ConfigError("method", method, f"one of {', '.join(METHODS)}", source)
-    params = _flatten_parameters(raw.get("parameters") or {}, "", source)
-    for key, spec in params.items():
-        _check_parameter(key, spec, method, source)
-    metric = {"name": "val/loss", "goal": "minimize", **(raw.get("metric") or {})}
-    if metric["goal"] not in ("minimize", "maximize"):
-        raise ConfigError("metric.goal", metric["goal"], "minimize or maximize", source)
+    params = flatten(raw.get("parameters") or {}, source)
+    _check_method(method, params, source)
+    _check_controller(raw.get("controller"), source)
     run_cap = raw.get("run_cap")
-    if run_cap is not None and (not isinstance(run_cap, int) or run_cap <= 0):
+    if run_cap is not None and (isinstance(run_cap, bool) or not isinstance(run_cap, int) or run_cap <= 0):
         raise ConfigError("run_cap", run_cap, "a positive integer", source)
     base_config, base_overrides = _parse_base(raw.get("base"), path.parent, source)
-    return Sweep(name=str(raw.get("name") or path.stem), path=path, method=method, metric=metric,
+    return Sweep(name=str(raw.get("name") or path.stem), path=path, method=method,
+                 metric=_parse_metric(raw.get("metric"), source), description=str(raw.get("description") or ""),
                  base_config=base_config, base_overrides=base_overrides, rows=_parse_rows(raw.get("rows"), source),
                  parameters=params, run_cap=run_cap, sampler_seed=int(raw.get("sampler_seed", 0)),
                  match=Match.parse(raw.get("match"), "match", source),
-                 evaluate=_parse_evaluate(raw.get("evaluate"), source), raw=raw)
+                 evaluate=_parse_evaluate(raw.get("evaluate"), source),
+                 early_terminate=Hyperband.parse(raw.get("early_terminate"), source),
+                 project=raw.get("project"), entity=raw.get("entity"),
+                 ignored=[k for k in NOT_HONOURED if k in raw], raw=raw)

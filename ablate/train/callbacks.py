@@ -1,13 +1,18 @@
-"""Callbacks of a training run: token throughput, and failing fast on a non-finite loss."""
+"""Callbacks of a training run: token throughput, failing fast on a non-finite loss, progress for a sweep's
+pool, and a graceful stop on request."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 import torch
+
+from ablate.runs.files import PROGRESS_FILE, STOP_FILE, write_json
 
 
 class TokenThroughput(pl.Callback):
@@ -76,3 +81,42 @@ class FiniteLoss(pl.Callback):
             if not math.isfinite(loss):
                 raise FloatingPointError(f"train/loss is {loss} at step {trainer.global_step}")
 
+
+
+class Progress(pl.Callback):
+    """Writes ``<run_dir>/progress.json`` after every validation: each validation metric's values so far, by step.
+
+    A sweep's pool reads it while the run trains (hyperband stops runs by it); a resumed run keeps the values
+    of the steps it does not repeat.
+    """
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / PROGRESS_FILE
+        self.history: dict[str, list[list[float]]] = {}
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.path.is_file():  # an earlier attempt: keep what it logged up to where this one resumes
+            earlier = json.loads(self.path.read_text()).get("history", {})
+            self.history = {k: [p for p in v if p[0] <= trainer.global_step] for k, v in earlier.items()}
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking or not trainer.is_global_zero:
+            return
+        for key, value in trainer.callback_metrics.items():
+            if key.startswith("val/") and value.numel() == 1:
+                self.history.setdefault(key, []).append([trainer.global_step, float(value)])
+        write_json(self.path, {"step": trainer.global_step, "history": self.history})
+
+
+class StopRequest(pl.Callback):
+    """Ends training gracefully when ``<run_dir>/STOP`` appears (a sweep's early termination); ``reason`` is its text."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / STOP_FILE
+        self.reason: str | None = None
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if self.reason is None and self.path.is_file():
+            self.reason = self.path.read_text().strip() or "stopped by a request"
+            trainer.should_stop = True

@@ -22,7 +22,7 @@ from ablate.data import build_task
 from ablate.runs.files import config_hash, default_output_dir, read_result, write_atomic, write_json
 from ablate.runs.lock import run_lock
 from ablate.runtime import allocator_in_use
-from ablate.train.callbacks import FiniteLoss, TokenThroughput
+from ablate.train.callbacks import FiniteLoss, Progress, StopRequest, TokenThroughput
 from ablate.train.checkpoints import AtomicCheckpointIO, step_checkpoint_callback
 from ablate.train.resume import ExactResume
 from ablate.train.system import TransformerSystem
@@ -152,6 +152,8 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
     callbacks: list[pl.Callback] = [throughput, FiniteLoss(every=cfg.train.log_every)]
     if cfg.train.val_bleu:
         callbacks.append(ValidationBleu())  # does nothing for tasks without references
+    stop = StopRequest(run_dir)
+    callbacks += [Progress(run_dir), stop]
     resumer = ExactResume()
     callbacks.append(resumer)  # after the others: it restores the training random states once validation is over
     trainer = make_trainer(cfg, run_dir, callbacks,
@@ -168,7 +170,9 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         result.update(status="interrupted", error=type(exc).__name__)
         raise
     else:
-        result["status"] = "interrupted" if trainer.interrupted else "finished"
+        result["status"] = "interrupted" if trainer.interrupted else "stopped" if stop.reason else "finished"
+        if stop.reason:
+            result["stopped_because"] = stop.reason
     finally:
         best = trainer.checkpoint_callback.best_model_score if trainer.checkpoint_callback else None
         best = float(best) if best is not None else math.nan
