@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ablate.model import build_model, count_parameters
+from ablate.model import count_parameters
+from ablate.model.meta import build_on_meta
 from ablate.model.builder import dims
 
 
@@ -17,8 +17,7 @@ def describe(cfg: DictConfig) -> dict[str, Any]:
     The vocabulary size comes from ``data.vocab_size``; no data is read, and the
     model is built on the meta device, so no memory is allocated for its weights.
     """
-    with torch.device("meta"):
-        model = build_model(cfg)
+    model = build_on_meta(cfg)
     return {
         "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
         "dims": dims(cfg.model),

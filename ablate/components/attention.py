@@ -139,6 +139,11 @@ class Attention(nn.Module):
         B, _, T, _ = out.shape
         return self.w_o(out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_v))  # (B, T_q, d_model)
 
+    def flops_per_token(self, length: int) -> float:
+        """Per query, beyond the projections: Q K^T over ``length`` keys (d_k each) and the weighted sum of
+        the values (d_v each), in every head."""
+        return 2.0 * self.n_heads * length * (self.d_k + self.d_v)
+
     def scale_values(self, gain: float) -> None:
         """Multiply the value and output projections by ``gain`` (DeepNorm's beta; queries and keys keep theirs)."""
         values = self.w_kv if self.cross else self.w_qkv

@@ -40,6 +40,10 @@ class TiedGenerator(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.embedding.weight)  # (B, T, d_model) -> (B, T, V)
 
+    def flops_per_token(self, length: int) -> float:
+        """The product with the V x d_model matrix (its embedding, a sub-module, does none)."""
+        return 2.0 * self.embedding.weight.numel()
+
 
 class Embeddings:
     """The three parts, built once; a model takes them as its children."""
@@ -94,6 +98,11 @@ class FactorizedGenerator(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         down = x @ self.embedding.projection.weight  # (B, T, d_model) -> (B, T, d_embed)
         return F.linear(down, self.embedding.table.weight)  # (B, T, V)
+
+    def flops_per_token(self, length: int) -> float:
+        """The product with the V x d_embed table; the one through the projection is its sub-module's (the
+        shared embedding's projection, d_model x d_embed either way)."""
+        return 2.0 * self.embedding.table.weight.numel()
 
 
 @register("embedding", "factorized")

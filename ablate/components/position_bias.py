@@ -41,7 +41,8 @@ class ALiBi(Positional):
 
     def __init__(self, *, n_heads: int):
         super().__init__()
-        self.register_buffer("slopes", torch.tensor(alibi_slopes(n_heads)), persistent=False)  # (h,)
+        self.register_buffer("slopes", torch.tensor(alibi_slopes(n_heads), device="cpu").to(torch.get_default_device()),
+                             persistent=False)  # (h,)
 
     def score_bias(self, t_q: int, t_k: int) -> torch.Tensor | None:
         distance = _relative(t_q, t_k, self.slopes.device).abs().float()  # (T_q, T_k)

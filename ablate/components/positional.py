@@ -44,10 +44,11 @@ KIND = declare_kind("positional", key="model.positional", interface=Positional, 
 
 
 def sinusoid_table(length: int, d_model: int) -> torch.Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...) (section 3.5). Returns (length, d_model)."""
-    pos = torch.arange(length, dtype=torch.float64).unsqueeze(1)  # (T, 1)
-    inv_freq = torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (ceil(d/2),)
-    table = torch.zeros(length, d_model, dtype=torch.float64)
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...) (section 3.5). Returns (length, d_model),
+    computed on the CPU (a constant, whatever the default device)."""
+    pos = torch.arange(length, dtype=torch.float64, device="cpu").unsqueeze(1)  # (T, 1)
+    inv_freq = torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64, device="cpu") / d_model)  # (ceil(d/2),)
+    table = torch.zeros(length, d_model, dtype=torch.float64, device="cpu")
     table[:, 0::2] = torch.sin(pos * inv_freq)
     table[:, 1::2] = torch.cos(pos * inv_freq[: d_model // 2])
     return table.float()
@@ -60,7 +61,7 @@ class SinusoidalPositional(Positional):
     def __init__(self, *, d_model: int):
         super().__init__()
         self.d_model = d_model
-        self.register_buffer("table", sinusoid_table(1024, d_model), persistent=False)
+        self.register_buffer("table", sinusoid_table(1024, d_model).to(torch.get_default_device()), persistent=False)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         end = offset + x.size(1)
@@ -107,7 +108,8 @@ class RotaryPositional(Positional):
         if base <= 1:
             raise ConfigError("model.positional_args.base", base, "a number greater than 1")
         self.base = base
-        self.register_buffer("inv_freq", base ** (-torch.arange(0, d_k, 2).float() / d_k), persistent=False)
+        inv_freq = base ** (-torch.arange(0, d_k, 2, device="cpu").float() / d_k)  # (d_k/2,)
+        self.register_buffer("inv_freq", inv_freq.to(torch.get_default_device()), persistent=False)
 
     def rotate(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         T = x.size(-2)

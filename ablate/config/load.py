@@ -12,6 +12,7 @@ or by a sweep that the resolved run does not read is refused too
 
 from __future__ import annotations
 
+import copy
 import difflib
 import re
 from pathlib import Path
@@ -72,13 +73,17 @@ def load_config(
         import_modules(dict.fromkeys(str(m) for m in wanted))
     except ConfigError as err:
         raise err.at(COMMAND_LINE) from None
-    cfg = run_schema()
-    sources: dict[str, str] = {}
-    for file, data in files:
-        cfg = _merge(cfg, data, str(file), sources, [k for k in _flat_keys(data) if k.endswith("_args")])
-    for source, data, dotlist in parsed:
-        whole = [item.split("=", 1)[0] for item in dotlist if item.split("=", 1)[0].endswith("_args")]
-        cfg = _merge(cfg, data, source, sources, whole)
+    steps = [(str(file), data, [k for k in _flat_keys(data) if k.endswith("_args")]) for file, data in files]
+    steps += [(source, data, [i.split("=", 1)[0] for i in dotlist if i.split("=", 1)[0].endswith("_args")])
+              for source, data, dotlist in parsed]
+    sources = {key: source for source, data, _ in steps for key in _flat_keys(data)}
+    try:  # the plain data merged in Python, then once into the schema: fast
+        cfg = OmegaConf.merge(run_schema(), _combine(steps))
+    except OmegaConfBaseException:  # merge step by step, to name the file or layer at fault
+        cfg = run_schema()
+        for source, data, whole in steps:
+            cfg = _merge(cfg, data, source, {}, whole)
+        raise AssertionError("a config that fails to merge at once merged step by step")  # pragma: no cover
     if imports:
         cfg.imports = list(cfg.imports) + [m for m in imports if m not in cfg.imports]
         sources["imports"] = COMMAND_LINE
@@ -91,6 +96,24 @@ def load_config(
                       for key in _leaf_keys(data)])
     OmegaConf.set_readonly(cfg, True)
     return cfg
+
+
+def _combine(steps: list[tuple[str, Any, list[str]]]) -> dict[str, Any]:
+    """The steps' data merged as plain dicts, in order: a mapping merges key by key, except the ``whole`` keys
+    of a step (a component's ``*_args`` given as one mapping), which replace what came before."""
+    out: dict[str, Any] = {}
+    for _, data, whole in steps:
+        _deep_update(out, data, set(whole), "")
+    return out
+
+
+def _deep_update(target: dict[str, Any], data: Any, whole: set[str], prefix: str) -> None:
+    for key, value in (data or {}).items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and isinstance(target.get(key), dict) and path not in whole:
+            _deep_update(target[key], value, whole, f"{path}.")
+        else:
+            target[key] = copy.deepcopy(value)
 
 
 def _leaf_keys(data: Any, prefix: str = "") -> list[str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.report.collect import FAILED, FINISHED, RunRow, read_plan, read_runs
-from ablate.report.stats import Comparison, compare_all
+from ablate.report.stats import Comparison, compare, compare_all
 
 TABLE_METRICS = ("val/loss", "val/ppl")
 BLEU = "val/bleu"
@@ -207,12 +207,18 @@ def by_seed(row: VariantRow, metric: str) -> dict[int, float]:
 
 
 def with_comparisons(rows: list[VariantRow], metric: str, goal: str) -> list[VariantRow]:
-    """Each variant but the base with its comparison against the base (:mod:`ablate.report.stats`)."""
+    """Each variant but the base with its comparison against the base (:mod:`ablate.report.stats`). A variant whose
+    mask leaks labels is compared, for its difference, but not tested: it stays out of Holm's family."""
     base = next((row for row in rows if row.is_base), None)
     if base is None:
         return rows
-    found = compare_all({row.name: by_seed(row, metric) for row in rows if not row.is_base}, by_seed(base, metric),
-                        goal)
+    others = [row for row in rows if not row.is_base]
+    found = compare_all({row.name: by_seed(row, metric) for row in others if not row.leaks_labels},
+                        by_seed(base, metric), goal)
+    for row in others:
+        if row.leaks_labels and by_seed(row, metric) and by_seed(base, metric):
+            c = compare(by_seed(row, metric), by_seed(base, metric), goal)
+            found[row.name] = replace(c, p=None, p_holm=None)
     return [replace(row, comparison=found.get(row.name)) for row in rows]
 
 

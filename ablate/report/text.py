@@ -33,6 +33,8 @@ def format_value(value: Any) -> str:
         return str(value).lower()
     if isinstance(value, float):
         return f"{value:g}"
+    if isinstance(value, dict):  # a component's arguments: window=16, prefix_len=32
+        return ", ".join(f"{k}={format_value(v)}" for k, v in value.items()) or "—"
     return str(value)
 
 

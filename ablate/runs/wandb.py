@@ -8,6 +8,7 @@ W&B run. wandb is imported only when used.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import subprocess
@@ -105,12 +106,13 @@ def flatten(cfg: DictConfig) -> dict[str, Any]:
 def run_id(cfg: DictConfig, run_dir: Path) -> str:
     """The W&B run id of a run directory, kept in ``<run_dir>/wandb/ablate-run-id``.
 
-    ``WANDB_RUN_ID`` (set by ``wandb agent``) wins. A new id is the config hash plus 8 random
-    hex digits: a hash of the path alone would collide in the W&B project whenever two machines
-    train into the same path (CI, ``output_dir=run``).
+    ``WANDB_RUN_ID`` (set by a W&B agent for the point it hands out) wins, and is kept. A new id is
+    the config hash plus 8 random hex digits: a hash of the path alone would collide in the W&B
+    project whenever two machines train into the same path (CI, ``output_dir=run``).
     """
     path = Path(run_dir) / RUN_ID_FILE
     if env := os.environ.get("WANDB_RUN_ID"):
+        write_atomic(path, env + "\n")
         return env
     if path.is_file() and (stored := path.read_text().strip()):
         return stored
@@ -236,9 +238,18 @@ def record_scores(cfg: DictConfig, run_dir: Path, scores: dict[str, Any]) -> boo
     return True
 
 
+def report_run_id(project: str, entity: str | None, group: str) -> str:
+    """The one W&B run a sweep's report goes to: the same id every time ``ablate report`` runs."""
+    digest = hashlib.sha256(f"{entity or ''}/{project}/{group}".encode()).hexdigest()[:16]
+    return f"report-{digest}"
+
+
 def log_table(*, project: str, entity: str | None, group: str, name: str, columns: list[str],
               rows: list[list[Any]], save_dir: Path, mode: str = "auto") -> None:
-    """Log a table as a short W&B run of job type ``report`` (key ``report/table``) in a sweep's group.
+    """Log a table to a sweep's report run (job type ``report``, key ``report/table``) in the sweep's group.
+
+    The run has a fixed id (:func:`report_run_id`): each report adds a new version of the table to the same
+    run, instead of another run. Columns may mix numbers, text and blanks.
 
     Args:
         project, entity, group, name: where the run goes and what it is called.
@@ -255,7 +266,8 @@ def log_table(*, project: str, entity: str | None, group: str, name: str, column
     mode = resolve_mode(mode)
     Path(save_dir).mkdir(parents=True, exist_ok=True)
     run = wandb.init(project=project, entity=entity, group=group, name=name, job_type="report",
-                     dir=str(save_dir), mode=mode, settings=_settings(), reinit="create_new")
+                     id=report_run_id(project, entity, group), resume="allow", dir=str(save_dir), mode=mode,
+                     settings=_settings(), reinit="create_new")
     try:
         run.log({"report/table": wandb.Table(columns=list(columns), data=[list(r) for r in rows], allow_mixed_types=True)})
     except BaseException:

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import torch
 from omegaconf import DictConfig
 
 from ablate.errors import ConfigError
@@ -55,10 +54,10 @@ def budget_of(cfg: DictConfig, budget: str) -> float:
     """The parameter count, or the training FLOPs per target token, of the model ``cfg`` builds."""
     if budget == "flops":
         return flops_per_token(cfg)
-    from ablate.model import build_model, count_parameters  # the builder imports every component
+    from ablate.model import count_parameters
+    from ablate.model.meta import build_on_meta
 
-    with torch.device("meta"):
-        return float(count_parameters(build_model(cfg))["total"])
+    return float(count_parameters(build_on_meta(cfg))["total"])
 
 
 def solve(match: Match, target: float, config_for: Callable[[int], DictConfig], start: int, *,

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from ablate.errors import ConfigError
 
@@ -153,12 +152,26 @@ class Param:
         elif d == "inv_log_uniform_values":
             x = 1 / math.exp(-math.log(hi) + (1 - u) * (math.log(hi) - math.log(lo)))
         elif d in ("normal", "q_normal"):
+            from scipy import stats  # only these distributions need it (and it is slow to import)
+
             x = float(stats.norm.ppf(u, loc=s["mu"], scale=s["sigma"]))
         elif d in ("log_normal", "q_log_normal"):
+            from scipy import stats
+
             x = float(stats.lognorm.ppf(u, s=s["sigma"], scale=math.exp(s["mu"])))
         else:  # beta, q_beta
+            from scipy import stats
+
             x = float(stats.beta.ppf(u, a=s["a"], b=s["b"]))
         return _tidy(round(x / q) * q, q) if d.startswith("q_") else x
+
+    def wandb(self) -> dict[str, Any]:
+        """The parameter in W&B's form, as its sweep schema takes it."""
+        if self.distribution == "constant":
+            return {"value": self.settings["value"]}
+        if self.distribution == "categorical":
+            return {"values": list(self.settings["values"])}
+        return {"distribution": self.distribution, **self.settings}
 
     def sample(self, rng: random.Random) -> Any:
         """One draw, from a uniform random number."""

@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
@@ -24,9 +23,10 @@ from ablate.config import load_config
 from ablate.config.load import INTERNAL
 from ablate.config.reads import effective
 from ablate.errors import ConfigError
-from ablate.model import build_model, count_parameters
+from ablate.model import count_parameters
 from ablate.model.diff import module_changes
 from ablate.model.flops import count_flops
+from ablate.model.meta import build_on_meta
 from ablate.runs.files import config_hash, write_json
 from ablate.sweep.match import Match, budget_of, solve
 from ablate.sweep.spec import Point, Sweep, _yaml_value
@@ -94,8 +94,7 @@ class Planner:
         row = next(r for r in rows if r["name"] == self.base_row)
         base_point = sweep.point(row, {}, None)
         self.base = run_config(sweep, _overrides(base_point), None, self.extra)
-        with torch.device("meta"):
-            self.base_model = build_model(self.base)
+        self.base_model = build_on_meta(self.base)
         self.solved: dict[str, tuple[int, float]] = {}
         self.variants: dict[str, Variant] = {}
         self.seen: set[str] = set()
@@ -161,8 +160,7 @@ class Variant:
 
     @classmethod
     def of(cls, cfg: DictConfig, base: DictConfig, base_model: nn.Module, earlier: dict[str, Variant]) -> Variant:
-        with torch.device("meta"):
-            model = build_model(cfg)
+        model = build_on_meta(cfg)
         n = count_parameters(model)["total"]
         changes = module_changes(base_model, model)
         eff, base_eff = effective(cfg), effective(base)

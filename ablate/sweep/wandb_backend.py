@@ -1,103 +1,229 @@
-"""Sweeps through W&B: its controller spreads runs over machines; ablate's extensions travel as plain values.
+"""Sweeps through W&B's controller (``--backend wandb``) and its agents (``ablate agent``).
 
-W&B passes a run's parameters as flat values, and its ``${args}`` would turn nested ones into
-Python reprs nobody can parse. So a sweep goes to W&B in plain form: each paired row becomes
-one value of a categorical parameter ``row``, and the rows' contents, the base config and its
-overrides ride along as fixed JSON strings (``ablate.*``) that :func:`from_wandb` turns back
-into overrides. Agents run ablate's own training in-process (``wandb.agent(function=...)``).
+W&B's controller chooses the points; ablate's agents train them. A sweep goes to W&B with its searched
+parameters in W&B's own form, paired rows as one categorical parameter ``row``, and, as fixed values, the
+sweep file itself (``ablate.sweep``) and the command line's overrides (``ablate.extra``). Seeds are not a
+W&B parameter: every point W&B hands out is trained once per seed, as locally.
+
+An agent turns the point back into the very runs ``ablate sweep`` would have planned (:class:`Planner`):
+the same config, run directory (``sweeps/<name>/runs/<config hash>``), W&B group, name, tags, job type and
+flat config. The first seed's run *is* the run W&B created for the point (it trains under the agent's run
+id, so the controller sees its history, e.g. for hyperband); the other seeds are runs of their own in the
+same group; when all have trained, the point's run gets the mean over seeds of the sweep's metric in its
+summary (what bayes learns from). Runs are added to ``plan.json`` under a lock, so ``ablate report`` works on
+the sweep directory of any machine.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import statistics
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ablate.errors import ConfigError
-from ablate.sweep.spec import Sweep, _row_values, _yaml_value
+from ablate.sweep.spec import Sweep, load_sweep
 
 ROW = "row"
-PREFIX = "ablate."
+SWEEP = "ablate.sweep"  # the sweep file's text
+EXTRA = "ablate.extra"  # the command line's overrides, as a JSON list
+AGENT_ENV = ("WANDB_RUN_ID", "WANDB_SWEEP_ID", "WANDB_SWEEP_PARAM_PATH")  # what makes a wandb.init the agent's run
 
 
 def to_wandb(sweep: Sweep, extra: list[str] = ()) -> dict[str, Any]:
-    """The W&B sweep configuration of an ablate sweep (plain parameters only)."""
-    params: dict[str, Any] = {k: dict(v) for k, v in sweep.parameters.items()}
+    """The W&B sweep configuration of an ablate sweep: W&B's own keys, plain parameters only."""
+    params: dict[str, Any] = {k: p.wandb() for k, p in sweep.searched.items()}
     if sweep.rows:
         params[ROW] = {"values": [r["name"] for r in sweep.rows]}
-    rows = {r["name"]: [f"{k}={_yaml_value(v)}" for k, v in _row_values(r).items()] for r in sweep.rows}
-    params[PREFIX + "rows"] = {"value": json.dumps(rows)}
-    params[PREFIX + "base"] = {"value": str(sweep.base_config or "")}
-    params[PREFIX + "overrides"] = {"value": json.dumps([*sweep.base_overrides, *extra])}
-    params[PREFIX + "sweep"] = {"value": sweep.name}
-    out = {"name": sweep.name, "method": sweep.method, "metric": dict(sweep.metric), "parameters": params}
+    params[SWEEP] = {"value": sweep.path.read_text()}
+    params[EXTRA] = {"value": json.dumps(list(extra))}
+    out: dict[str, Any] = {"name": sweep.name, "method": sweep.method, "metric": dict(sweep.metric),
+                           "parameters": params}
+    if sweep.description:
+        out["description"] = sweep.description
     if sweep.run_cap:
-        out["run_cap"] = sweep.run_cap
+        out["run_cap"] = sweep.n_samples()  # W&B counts points; each point trains once per seed
+    if "early_terminate" in sweep.raw:
+        out["early_terminate"] = dict(sweep.raw["early_terminate"])
     return out
 
 
-def from_wandb(config: dict[str, Any]) -> tuple[str | None, list[str], str]:
-    """A W&B run's config -> (base config path, overrides in order, sweep name)."""
-    rows = json.loads(config.get(PREFIX + "rows", "{}"))
-    overrides = list(json.loads(config.get(PREFIX + "overrides", "[]")))
-    if ROW in config:
-        if config[ROW] not in rows:
-            raise ConfigError(ROW, config[ROW], f"one of {', '.join(rows)}", "W&B sweep")
-        overrides += rows[config[ROW]]
-    overrides += [f"{k}={_yaml_value(v)}" for k, v in config.items() if k != ROW and not k.startswith(PREFIX)]
-    return config.get(PREFIX + "base") or None, overrides, config.get(PREFIX + "sweep", "wandb")
+def point_of(params: dict[str, Any], sweep: Sweep) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The row and the searched values of a point W&B handed out (its run config's sweep parameters).
+
+    Raises:
+        ConfigError: a row or a parameter the sweep does not have.
+    """
+    rows = {r["name"]: r for r in sweep.rows} or {"": {"name": ""}}
+    name = params.get(ROW, next(iter(rows)))
+    if name not in rows:
+        raise ConfigError(ROW, name, f"one of {', '.join(rows)}", "W&B sweep")
+    missing = [k for k in sweep.searched if k not in params]
+    if missing:
+        raise ConfigError(missing[0], None, "a value from the W&B sweep's run config", "W&B sweep")
+    return rows[name], {k: params[k] for k in sweep.searched}
 
 
-def _require_online() -> None:
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def add_to_plan(sweep: Sweep, sweep_dir: Path, runs: list) -> None:
+    """Add runs to ``plan.json`` (created if need be), under a lock: agents on one machine share the file."""
+    from ablate.sweep.plan import read_planned, write_plan
+
+    with _locked(sweep_dir / "plan.json"):
+        known = read_planned(sweep_dir)
+        ids = {r.id for r in known}
+        write_plan(sweep, sweep_dir, known + [r for r in runs if r.id not in ids])
+
+
+@contextmanager
+def _not_the_agents_run() -> Iterator[None]:
+    """A run of its own: without the agent's run id, sweep id and parameters in the environment. wandb reads
+    them once into its process-wide settings, so it is torn down on the way in and out."""
+    import wandb
+
+    saved = {k: os.environ.pop(k) for k in AGENT_ENV if k in os.environ}
+    wandb.teardown()
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+        wandb.teardown()
+
+
+def agent_trial(params: dict[str, Any]) -> list[Path]:
+    """Train the point a W&B agent was handed, once per seed; the first seed under the agent's run id.
+
+    Args:
+        params: the point's run config (``{name: value}``), as the agent wrote it for ``wandb.init``.
+
+    Returns:
+        The run directories.
+    """
+    from omegaconf import OmegaConf
+
+    from ablate.runs.files import read_result, write_atomic
+    from ablate.runs.wandb import record_scores
+    from ablate.sweep.plan import Planner, run_config
+    from ablate.train.run import RunFailed, train
+
+    sweep_dir = Path("sweeps") / _name(params)
+    sweep_file = sweep_dir / "sweep.yaml"
+    write_atomic(sweep_file, params[SWEEP])
+    sweep = load_sweep(sweep_file)
+    extra = list(json.loads(params.get(EXTRA, "[]")))
+    row, sampled = point_of(params, sweep)
+    runs = Planner(sweep, extra).plan([sweep.point(row, sampled, seed) for seed in sweep.seeds])
+    add_to_plan(sweep, sweep_dir, runs)
+    dirs, values = [], []
+    for i, run in enumerate(runs):
+        run_dir = sweep_dir / run.run_dir
+        cfg = run_config(sweep, run.overrides, run_dir, extra, [*run.labels, "logger=wandb"])
+        write_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg))
+        try:
+            with _not_the_agents_run() if i else _unchanged():
+                train(cfg)
+        except RunFailed:
+            pass  # result.json says why; the next seed still trains
+        result = read_result(run_dir) or {}
+        value = (result.get("final") or {}).get(sweep.metric["name"])
+        if result.get("status") == "finished" and isinstance(value, (int, float)):
+            values.append(float(value))
+        dirs.append(run_dir)
+        if i == 0 and result.get("status") == "interrupted":
+            break  # W&B's controller stopped the point (hyperband): its other seeds are not wanted
+    if len(runs) > 1 and values:  # the point's score: the mean over the seeds that finished
+        first = run_config(sweep, runs[0].overrides, sweep_dir / runs[0].run_dir, extra, [*runs[0].labels, "logger=wandb"])
+        record_scores(first, sweep_dir / runs[0].run_dir,
+                      {sweep.metric["name"]: statistics.fmean(values), "seeds_finished": len(values)})
+    return dirs
+
+
+@contextmanager
+def _unchanged() -> Iterator[None]:
+    yield
+
+
+def _name(params: dict[str, Any]) -> str:
+    from ablate.yamlio import load_yaml
+
+    text = params.get(SWEEP)
+    if not isinstance(text, str):
+        raise ConfigError(SWEEP, text, "the sweep file, as `ablate sweep --backend wandb` registers it", "W&B sweep")
+    raw = load_yaml(text) or {}
+    return str(raw.get("name") or "wandb")
+
+
+def _agent_function() -> None:
+    """What ``wandb.agent`` calls for each point: its parameters are in the file the agent wrote."""
+    from wandb.sdk.lib import config_util
+
+    path = os.environ.get("WANDB_SWEEP_PARAM_PATH")
+    if not path:
+        raise ConfigError("WANDB_SWEEP_PARAM_PATH", None, "the agent's parameter file (run under wandb.agent)",
+                          "environment")
+    params = {k: v.get("value") if isinstance(v, dict) else v for k, v in config_util.dict_from_config_file(path).items()}
+    agent_trial(params)
+
+
+def _require_key(what: str, value: str) -> None:
     from ablate.runs.wandb import resolve_mode
 
     if resolve_mode("auto") != "online":
-        raise ConfigError("--backend", "wandb", "a configured W&B API key (run `wandb login`); offline, use the "
-                          "local backend", "command line")
+        raise ConfigError(what, value, "a configured W&B API key (`wandb login`, or WANDB_API_KEY): W&B's sweep "
+                          "controller lives on its server", "command line")
 
 
-def start_wandb_sweep(sweep: Sweep, *, extra: list[str], dry_run: bool) -> int:
-    """Register the sweep with W&B and start one agent per local GPU (one on a CPU machine)."""
+def start_wandb_sweep(sweep: Sweep, *, extra: list[str], dry_run: bool, check: bool = True) -> int:
+    """Validate the runs that can be listed, register the sweep with W&B, print entity/project/id, and start
+    one agent per local GPU (one on a machine without)."""
+    from ablate.sweep.plan import Planner
+
     config = to_wandb(sweep, extra)
+    if check:  # every run a grid lists; for random and bayes, each row with a random draw of the parameters
+        planner = Planner(sweep, extra)
+        planner.plan(sweep.points() if sweep.method == "grid" else
+                     [sweep.point(row, {k: p.ppf(0.5) for k, p in sweep.searched.items()}, seed)
+                      for row in (sweep.rows or [{"name": ""}]) for seed in sweep.seeds[:1]])
     if dry_run:
-        print(json.dumps(config, indent=2))
+        print(json.dumps({k: v for k, v in config.items()}, indent=2))
         return 0
-    _require_online()
+    _require_key("--backend", "wandb")
     import torch
     import wandb
 
-    sweep_id = wandb.sweep(config, project=sweep.raw.get("project"), entity=sweep.raw.get("entity"))
-    print(f"W&B sweep {sweep_id}: join from any machine with `ablate agent {sweep_id}`")
+    project = sweep.project or os.environ.get("WANDB_PROJECT") or "ablate"
+    sweep_id = wandb.sweep(config, project=project, entity=sweep.entity)
+    entity = sweep.entity or wandb.Api().default_entity
+    path = f"{entity}/{project}/{sweep_id}"
+    print(f"W&B sweep {path}: join from any machine with `ablate agent {path}`")
     gpus = [str(i) for i in range(torch.cuda.device_count())] or [None]
-    agents = [subprocess.Popen([sys.executable, "-m", "ablate.cli", "agent", sweep_id],
+    agents = [subprocess.Popen([sys.executable, "-m", "ablate.cli", "agent", path],
                                env={**os.environ, **({"CUDA_VISIBLE_DEVICES": g} if g else {})}) for g in gpus]
     return max(a.wait() for a in agents)
 
 
-def _agent_run() -> None:
-    import wandb
-
-    from ablate.config import load_config
-    from ablate.config.load import INTERNAL
-    from ablate.runs.files import config_hash
-    from ablate.train.run import train
-
-    run = wandb.init()
-    base, overrides, name = from_wandb(dict(run.config))
-    internal = ["logger=wandb", f"wandb.group={_yaml_value(name)}"]
-    cfg = load_config(base, layers=[("W&B sweep", overrides), (INTERNAL, internal)])
-    internal.append(f"output_dir={Path('sweeps') / name / 'runs' / config_hash(cfg)}")
-    cfg = load_config(base, layers=[("W&B sweep", overrides), (INTERNAL, internal)])
-    train(cfg)
-
-
 def run_agent(sweep_id: str, count: int | None = None) -> int:
-    """Join a W&B sweep: train the runs its controller hands out, until it has none (or ``count``)."""
-    _require_online()
+    """Join a W&B sweep (``entity/project/id``): train the points its controller hands out, until it has none
+    (or ``count``)."""
+    if sweep_id.count("/") != 2 or not all(sweep_id.split("/")):
+        raise ConfigError("SWEEP_ID", sweep_id, "entity/project/id, as `ablate sweep --backend wandb` prints it",
+                          "command line")
+    _require_key("SWEEP_ID", sweep_id)
     import wandb
 
-    wandb.agent(sweep_id, function=_agent_run, count=count)
+    entity, project, sid = sweep_id.split("/")
+    wandb.agent(sid, function=_agent_function, entity=entity, project=project, count=count)
     return 0
+

@@ -181,6 +181,17 @@ def test_log_table_writes_a_report_run_with_the_table(no_credentials, in_tmp):
     assert table["columns"] == ["variant", "val/ppl"] and table["data"] == [["base", 4.92], ["h=1", 5.29]]
 
 
+def test_every_report_of_a_sweep_goes_to_one_run(no_credentials, in_tmp):
+    for rows in ([["base", 4.92]], [["base", 4.90]]):
+        wb.log_table(project="ablate", entity=None, group="mysweep", name="mysweep-report", columns=["variant", "val/ppl"],
+                     rows=rows, save_dir=in_tmp / "report")
+        wandb.teardown()
+    runs = sorted((in_tmp / "report" / "wandb").glob("offline-run-*/run-*.wandb"))
+    ids = {RunLog(path).run.run_id for path in runs}
+    assert len(runs) == 2 and ids == {wb.report_run_id("ablate", None, "mysweep")}  # two segments, one run
+    assert wb.report_run_id("ablate", None, "other") not in ids
+
+
 def test_log_table_takes_columns_of_mixed_types(no_credentials, in_tmp):
     """A report's columns mix numbers, text and blanks (varied 1 and auto, verdicts, intervals a base row lacks)."""
     rows = [["base", 1, None, "base"], ["h=1", "auto", 0.12, "no detectable difference"]]

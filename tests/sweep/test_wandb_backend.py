@@ -1,49 +1,151 @@
-"""Sweeps sent to W&B travel as plain parameters and come back as exactly the local runs' overrides."""
+"""Sweeps through W&B: what is registered, and agents that train the same runs as the local pool.
+
+There is no W&B server here: an agent's call is simulated as wandb's own agent makes it (the run id, the sweep
+id and the point's parameter file in the environment, offline mode), and the offline ``.wandb`` records of its
+runs are compared with those of the same sweep run locally.
+"""
 
 from __future__ import annotations
 
-import itertools
 import json
+import os
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
+import pytest
 import yaml
 
-from ablate.sweep import load_sweep, plan_sweep, run_config
-from ablate.sweep.wandb_backend import from_wandb, to_wandb
-from tests.conftest import REPO
+from ablate.errors import ConfigError
+from ablate.sweep import load_sweep, plan_sweep
+from ablate.sweep.plan import Planner
+from ablate.sweep.wandb_backend import EXTRA, ROW, SWEEP, point_of, start_wandb_sweep, to_wandb
+from tests.conftest import REPO, TINY
+from tests.runs.wandb_records import RunLog
+
+QUICK = TINY[1:] + ["train.max_steps=4", "train.val_every=2", "trainer.enable_progress_bar=false"]  # W&B on
+SWEEP_TEXT = f"""
+    name: agents
+    description: rows, a sampled parameter and two seeds
+    method: grid
+    metric: {{name: val/loss, goal: minimize}}
+    early_terminate: {{type: hyperband, min_iter: 2}}
+    base: {{config: {REPO / 'configs/default.yaml'}, overrides: {json.dumps(QUICK)}}}
+    rows:
+      - {{name: base}}
+      - {{name: wide, model.d_ff: 128}}
+    parameters:
+      model.dropout: {{values: [0.0, 0.2]}}
+      seed: {{values: [0, 1]}}
+"""
 
 
-def test_round_trip_through_wandb_form_gives_the_same_run_configs(tmp_path):
-    path = tmp_path / "s.yaml"
-    path.write_text(textwrap.dedent(f"""
-        name: rt
-        base: {{config: {REPO / 'configs' / 'default.yaml'}, overrides: [train.max_steps=10]}}
-        rows:
-          - {{name: base}}
-          - {{name: "h=1", model.n_heads: 1, model.d_k: 64, model.d_v: 64}}
-        parameters:
-          model.dropout: {{values: [0.0, 0.2]}}
-          seed: {{values: [0, 1]}}
-    """))
-    sweep = load_sweep(path)
+def _sweep_file(folder: Path) -> Path:
+    path = folder / "s.yaml"
+    path.write_text(textwrap.dedent(SWEEP_TEXT))
+    return path
+
+
+def test_the_registered_sweep_is_plain_w_and_b_with_seeds_as_replicates(tmp_path):
+    sweep = load_sweep(_sweep_file(tmp_path))
     wb = to_wandb(sweep, ["data.batch_size=8"])
-    # Every parameter W&B sees is plain: a value or a list of scalars, nothing nested.
-    yaml.safe_dump(wb)
-    for spec in wb["parameters"].values():
-        values = spec.get("values", [spec.get("value")])
-        assert all(isinstance(v, (str, int, float)) for v in values)
-    assert wb["parameters"]["row"] == {"values": ["base", "h=1"]}
+    yaml.safe_dump(wb)  # plain data
+    assert set(wb["parameters"]) == {"model.dropout", ROW, SWEEP, EXTRA}  # no seed: each point runs every seed
+    assert wb["parameters"][ROW] == {"values": ["base", "wide"]}
+    assert wb["parameters"]["model.dropout"] == {"values": [0.0, 0.2]}
+    assert wb["early_terminate"] == {"type": "hyperband", "min_iter": 2} and wb["description"].startswith("rows")
+    assert json.loads(wb["parameters"][EXTRA]["value"]) == ["data.batch_size=8"]
+    assert load_sweep(_write(tmp_path / "copy.yaml", wb["parameters"][SWEEP]["value"])).raw == sweep.raw
 
-    local = {r.id for r in plan_sweep(sweep, tmp_path, ["data.batch_size=8"])}
-    names = wb["parameters"]["row"]["values"]
-    grid = itertools.product(names, [0.0, 0.2], [0, 1])
-    fixed = {k: v["value"] for k, v in wb["parameters"].items() if "value" in v}
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_every_point_w_and_b_hands_out_plans_the_local_runs(tmp_path):
+    sweep = load_sweep(_sweep_file(tmp_path))
+    local = {r.id for r in plan_sweep(sweep, tmp_path)}
     remote = set()
-    for row, dropout, seed in grid:  # what a W&B agent's run.config holds
-        base, overrides, name = from_wandb({**fixed, "row": row, "model.dropout": dropout, "seed": seed})
-        assert name == "rt" and base == str(sweep.base_config)
-        from ablate.runs.files import config_hash
-
-        remote.add(config_hash(run_config(sweep, overrides, None)))
+    for row in ("base", "wide"):
+        for dropout in (0.0, 0.2):
+            r, sampled = point_of({ROW: row, "model.dropout": dropout}, sweep)
+            remote |= {run.id for run in Planner(sweep).plan([sweep.point(r, sampled, s) for s in sweep.seeds])}
     assert remote == local
-    assert json.loads(fixed["ablate.overrides"]) == ["train.max_steps=10", "data.batch_size=8"]
+
+
+def test_a_point_that_is_not_in_the_sweep_is_named(tmp_path):
+    sweep = load_sweep(_sweep_file(tmp_path))
+    with pytest.raises(ConfigError, match="row='narrow'.*one of base, wide"):
+        point_of({ROW: "narrow", "model.dropout": 0.0}, sweep)
+
+
+def test_registering_validates_every_listed_run_first(tmp_path):
+    path = _write(tmp_path / "bad.yaml", textwrap.dedent(f"""
+        name: bad
+        base: {REPO / 'configs/default.yaml'}
+        parameters:
+          model.n_heads: {{values: [4, 5]}}
+    """))
+    with pytest.raises(ConfigError, match="model.n_heads=5 .*divisor"):
+        start_wandb_sweep(load_sweep(path), extra=[], dry_run=True)
+
+
+def _offline(root: Path) -> dict[str, RunLog]:
+    """Every offline W&B run under ``root`` (all segments of a run id merged into the first), by run id."""
+    logs: dict[str, RunLog] = {}
+    for path in sorted(root.rglob("run-*.wandb")):
+        log = RunLog(path)
+        if log.run.run_id in logs:
+            logs[log.run.run_id].summary.update(log.summary)
+        else:
+            logs[log.run.run_id] = log
+    return logs
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_") and k != "NETRC"}
+    return {**env, "HOME": str(home), "OMP_NUM_THREADS": "1"}
+
+
+@pytest.mark.slow
+def test_an_agent_trains_the_same_runs_as_the_local_pool(tmp_path):
+    local, agent = tmp_path / "local", tmp_path / "agent"
+    local.mkdir(), agent.mkdir()
+    out = subprocess.run([sys.executable, "-m", "ablate.cli", "sweep", str(_sweep_file(local)), "--workers", "1"],
+                         cwd=local, env=_env(tmp_path / "home1"), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    sweep = load_sweep(_sweep_file(agent))
+    wb = to_wandb(sweep)
+    point = {ROW: "wide", "model.dropout": 0.2, SWEEP: wb["parameters"][SWEEP]["value"], EXTRA: "[]"}
+    params = agent / "wandb" / "sweep-fake" / "config-agentrun1.yaml"  # where wandb's agent writes it
+    params.parent.mkdir(parents=True)
+    params.write_text(yaml.safe_dump({k: {"value": v} for k, v in point.items()}))
+    env = {**_env(tmp_path / "home2"), "WANDB_MODE": "offline", "WANDB_RUN_ID": "agentrun1", "WANDB_SWEEP_ID": "fake",
+           "WANDB_SWEEP_PARAM_PATH": str(params)}
+    trial = subprocess.run([sys.executable, "-c", "from ablate.sweep.wandb_backend import _agent_function; "
+                            "_agent_function()"], cwd=agent, env=env, capture_output=True, text=True, timeout=600)
+    assert trial.returncode == 0, trial.stderr[-3000:]
+
+    plan = json.loads((agent / "sweeps" / "agents" / "plan.json").read_text())["runs"]
+    local_plan = {r["id"]: r for r in json.loads((local / "sweeps" / "agents" / "plan.json").read_text())["runs"]}
+    assert [r["variant"] for r in plan] == ["wide, dropout=0.2"] * 2 and {r["id"] for r in plan} <= set(local_plan)
+    for entry in plan:  # the same run directories, and the same trained runs
+        assert (agent / "sweeps" / "agents" / entry["run_dir"] / "result.json").is_file()
+        assert (local / "sweeps" / "agents" / entry["run_dir"] / "result.json").is_file()
+    local_logs = {log.run.display_name: log for log in _offline(local / "sweeps").values()}
+    agent_logs = _offline(agent / "sweeps")
+    assert "agentrun1" in agent_logs  # the first seed trained as the agent's own run: the controller sees it
+    for log in agent_logs.values():
+        twin = local_logs[log.run.display_name]
+        assert (log.run.run_group, list(log.run.tags), log.run.job_type) == \
+            (twin.run.run_group, list(twin.run.tags), twin.run.job_type)
+        assert {k: v for k, v in log.config.items() if k in twin.config} == twin.config  # every key of the local run
+        assert set(log.config) - set(twin.config) <= {ROW, SWEEP, EXTRA, "_wandb"}  # W&B's own sweep keys besides
+    seeds = [agent_logs[k] for k in agent_logs if k != "agentrun1"]
+    first, other = agent_logs["agentrun1"], seeds[0]
+    assert first.run.display_name == "wide, dropout=0.2, seed=0" and other.run.display_name.endswith("seed=1")
+    finals = [json.loads((agent / "sweeps" / "agents" / e["run_dir"] / "result.json").read_text())["final"]["val/loss"]
+              for e in plan]
+    assert first.summary["val/loss"] == pytest.approx(sum(finals) / 2)  # the point's score: the mean of its seeds
