@@ -7,12 +7,14 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ablate.model import count_parameters
+from ablate.model.flops import count_flops, sequence_length
 from ablate.model.meta import build_on_meta
 from ablate.model.builder import dims
 
 
 def describe(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config, the model's dimensions and its parameter counts (total and per part).
+    """The resolved config, the model's dimensions, its parameter counts (total and per part) and its training
+    FLOPs per target token (:mod:`ablate.model.flops`).
 
     The vocabulary size comes from ``data.vocab_size``; no data is read, and the
     model is built on the meta device, so no memory is allocated for its weights.
@@ -22,4 +24,6 @@ def describe(cfg: DictConfig) -> dict[str, Any]:
         "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
         "dims": dims(cfg.model),
         "parameters": count_parameters(model),
+        "flops_per_token": count_flops(model, cfg),
+        "flops_length": sequence_length(cfg, model),
     }

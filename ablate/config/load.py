@@ -209,9 +209,19 @@ def _unknown_key(cfg: DictConfig, full_key: str) -> ConfigError:
     node = OmegaConf.select(cfg, parent) if parent else cfg
     known = list(node.keys()) if isinstance(node, DictConfig) else []
     close = difflib.get_close_matches(leaf, known, n=1)
+    if not close:  # the key may live elsewhere: `lr` is train.lr, `model.lr` too
+        anywhere = _schema_keys(cfg)
+        tails = {key.rsplit(".", 1)[-1]: key for key in reversed(anywhere)}
+        near = difflib.get_close_matches(leaf, list(tails), n=1, cutoff=0.75)
+        close = [tails[near[0]]] if near else []
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     where = f"'{parent}'" if parent else "the top level"
     return ConfigError(full_key, "unknown key", f"a key of {where}: {', '.join(known)}{hint}")
+
+
+def _schema_keys(cfg: DictConfig) -> list[str]:
+    """Every dotted key of the schema (not inside a component's ``*_args``), in order."""
+    return [k for k in _flat_keys(OmegaConf.to_container(cfg, enum_to_str=True)) if "_args." not in k]
 
 
 def _flat_keys(data: Any, prefix: str = "") -> list[str]:

@@ -57,8 +57,43 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("train.checkpoint_every", cfg.train.checkpoint_every, "a positive integer, or null for val_every")
     if cfg.train.grad_clip is not None and cfg.train.grad_clip <= 0:
         raise ConfigError("train.grad_clip", cfg.train.grad_clip, "a positive number or null")
+    if cfg.trainer.extra:
+        _check_trainer_extra(OmegaConf.to_container(cfg.trainer.extra))
     for kind in registry.kinds().values():  # every declared kind, built-in or the user's
         name = OmegaConf.select(cfg, kind.key)
         registry.get(kind.name, name, key=kind.key)
         args = OmegaConf.to_container(OmegaConf.select(cfg, kind.args_key), resolve=True)
         registry.check_args(kind.name, name, args, key=kind.args_key)
+
+
+# Trainer arguments ablate sets from its own keys; trainer.extra may not set them again.
+SET_BY_ABLATE = {"accelerator": "trainer.accelerator", "devices": "trainer.devices", "strategy": "trainer.strategy",
+                 "precision": "trainer.precision", "max_steps": "train.max_steps", "max_epochs": "train.max_steps",
+                 "val_check_interval": "train.val_every", "check_val_every_n_epoch": "train.val_every",
+                 "log_every_n_steps": "train.log_every", "gradient_clip_val": "train.grad_clip",
+                 "accumulate_grad_batches": "trainer.accumulate_grad_batches",
+                 "limit_val_batches": "trainer.limit_val_batches", "num_sanity_val_steps": "trainer.num_sanity_val_steps",
+                 "deterministic": "trainer.deterministic", "enable_progress_bar": "trainer.enable_progress_bar",
+                 "default_root_dir": "output_dir", "logger": "logger", "callbacks": "ablate's callbacks",
+                 "plugins": "ablate's checkpointing", "use_distributed_sampler": "the task"}
+
+
+def _check_trainer_extra(extra: dict) -> None:
+    """``trainer.extra`` names arguments of ``pytorch_lightning.Trainer`` that ablate does not set itself."""
+    import difflib
+    import inspect
+
+    from pytorch_lightning import Trainer  # only when trainer.extra is used: Lightning is slow to import
+
+    accepted = [p for p in inspect.signature(Trainer.__init__).parameters if p != "self"]
+    for name in extra:
+        if name in SET_BY_ABLATE:
+            raise ConfigError(f"trainer.extra.{name}", extra[name], f"an argument ablate does not set: use "
+                              f"{SET_BY_ABLATE[name]} instead")
+        if name not in accepted:
+            close = difflib.get_close_matches(name, accepted, n=1)
+            hint = "" if not close else (f" (did you mean {SET_BY_ABLATE[close[0]]}?)" if close[0] in SET_BY_ABLATE
+                                         else f" (did you mean {close[0]!r}?)")
+            free = [p for p in accepted if p not in SET_BY_ABLATE]
+            raise ConfigError(f"trainer.extra.{name}", extra[name],
+                              f"an argument of pytorch_lightning.Trainer: {', '.join(free)}{hint}")

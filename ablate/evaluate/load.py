@@ -48,6 +48,7 @@ def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: st
         ConfigError: no config.yaml, a missing checkpoint, or too few step checkpoints.
     """
     run_dir = Path(run_dir)
+    target = pick_device(device)  # a bad device is named before anything loads
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError("RUN_DIR", str(run_dir), "a run directory holding config.yaml", "command line")
     cfg = load_config(run_dir / "config.yaml")
@@ -61,14 +62,37 @@ def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: st
         state = load_state_dict(paths[0])
     model = build_model(cfg)
     model.load_state_dict({k[len(MODEL_PREFIX):]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)})
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    return cfg, model.float().eval().to(device), paths
+    return cfg, model.float().eval().to(target), paths
+
+
+def pick_device(device: str | None) -> torch.device:
+    """``device`` (default: CUDA when available, else the CPU).
+
+    Raises:
+        ConfigError: not a device name, or a CUDA device this machine does not have.
+    """
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        picked = torch.device(device)
+    except (RuntimeError, ValueError):
+        picked = None
+    available = torch.cuda.device_count()
+    if picked is None or picked.type not in ("cpu", "cuda") or (picked.type == "cuda" and (
+            not available or (picked.index or 0) >= available)):
+        have = f"cuda:0 .. cuda:{available - 1}" if available else "no CUDA device"
+        raise ConfigError("--device", device, f"cpu, cuda or cuda:N (this machine: {have})", "command line")
+    return picked
 
 
 def run_task(cfg: DictConfig) -> pl.LightningDataModule:
     """The data module of a run, warning when its tokenizer had to be trained again (none cached):
     if that one differs from the run's, every id the model reads or writes means something else."""
     data = build_task(cfg)
+    if not hasattr(data, "tokenizer"):
+        raise ConfigError("RUN_DIR", str(cfg.output_dir or cfg.name), f"a run on a text task (parallel_text, text_lm): "
+                          f"task {cfg.data.task!r} has no tokenizer, so there is no text to read or write",
+                          "command line")
     if not data.tokenizer.from_cache:
         warnings.warn(f"the tokenizer was trained again (none cached under data.cache_dir={cfg.data.cache_dir}); "
                       "if it differs from the run's, the output is wrong", stacklevel=3)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 from omegaconf import OmegaConf
 
 from ablate.sweep.plan import Planner, PlannedRun, base_variant, default_sweep_dir, read_planned, run_config, write_plan
 from ablate.sweep.queue import BayesQueue, RunQueue
-from ablate.sweep.runner import Outcome, execute, pending
+from ablate.model.memory import training_bytes
+from ablate.sweep.runner import Outcome, execute, pending, slots
 from ablate.sweep.spec import Sweep
 
 
@@ -53,10 +55,13 @@ def variant_notes(runs: list[PlannedRun]) -> list[str]:
 
 
 def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: int, dry_run: bool,
-           retry_failed: bool, progress: bool = True) -> tuple[Path, list[PlannedRun], Outcome | None]:
+           retry_failed: bool, progress: bool = True, runs_per_gpu: str | int = 1,
+           runner: Any = None) -> tuple[Path, list[PlannedRun], Outcome | None]:
     """Plan every run (validating each config), then run the pending ones unless ``dry_run``.
 
     A bayes sweep plans its points as it goes: its dry run plans (and shows) the first point only.
+    ``runner``: where runs train (:class:`ablate.sweep.ray_backend.RayRunner`); default this machine's pool of
+    ``workers`` (``runs_per_gpu`` on each GPU).
     """
     sweep_dir = sweep_dir or default_sweep_dir(sweep)
     planner = Planner(sweep, extra)
@@ -81,10 +86,16 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
                                      lambda run: run.id not in {r.id for r in todo})
     else:
         queue = RunQueue(sweep, sweep_dir, runs, todo)
+    if runner is not None:
+        where, train = runner.slots(len(todo) or 1), runner.train
+    else:
+        biggest = max((r.parameters for r in runs), default=0)
+        need = training_bytes(planner.base, biggest) if runs_per_gpu == "auto" and runs else None
+        where, train = slots(workers=workers, runs_per_gpu=runs_per_gpu, run_bytes=need), None
     outcome = execute(queue, lambda r: OmegaConf.to_yaml(run_config(sweep, r.overrides, sweep_dir / r.run_dir, extra,
                                                                      r.labels)),
-                      sweep_dir, workers=workers, progress=progress, evaluate=evaluate, hyperband=sweep.early_terminate,
-                      metric=sweep.metric["name"], goal=sweep.metric["goal"],
+                      sweep_dir, slots=where, train=train, progress=progress, evaluate=evaluate,
+                      hyperband=sweep.early_terminate, metric=sweep.metric["name"], goal=sweep.metric["goal"],
                       settled=[r for r in runs if r.id not in {t.id for t in todo}])
     outcome.failed = {**settled.failed, **outcome.failed}
     outcome.skipped += settled.skipped

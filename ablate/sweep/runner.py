@@ -71,12 +71,51 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         pass
 
 
-def _devices(workers: int) -> list[dict[str, str]]:
-    """Per-worker environment: one GPU each when there are GPUs, a share of the cores otherwise."""
-    if torch.cuda.is_available():
-        return [{"CUDA_VISIBLE_DEVICES": str(i)} for i in range(torch.cuda.device_count())]
-    threads = str(max(1, (os.cpu_count() or 1) // workers))
-    return [{"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "CUDA_VISIBLE_DEVICES": ""}] * workers
+MAX_PER_GPU = 16  # runs-per-gpu auto never packs more than this many runs on one GPU
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One visible GPU: its index and free memory (bytes)."""
+
+    index: int
+    free: int
+
+
+def visible_gpus() -> list[Gpu]:
+    """The GPUs of this machine with their free memory now."""
+    if not torch.cuda.is_available():
+        return []
+    return [Gpu(i, torch.cuda.mem_get_info(i)[0]) for i in range(torch.cuda.device_count())]
+
+
+def slots(*, workers: int, runs_per_gpu: str | int = 1, gpus: list[Gpu] | None = None, run_bytes: int | None = None,
+          cores: int | None = None) -> list[dict[str, str]]:
+    """The environment of each worker: which GPU it sees and how many CPU threads it may use.
+
+    Args:
+        workers: CPU workers when there is no GPU.
+        runs_per_gpu: runs sharing each GPU, or ``auto``: as many as fit in the GPU's free memory at
+            ``run_bytes`` each (at least one, at most :data:`MAX_PER_GPU`).
+        gpus: the GPUs (default: this machine's); cores: CPU cores to share (default: this machine's).
+
+    Returns:
+        One environment per slot; every slot gets an equal share of the cores (at least one thread).
+    """
+    gpus = visible_gpus() if gpus is None else gpus
+    cores = cores or os.cpu_count() or 1
+    if not gpus:
+        devices = [""] * workers
+    else:
+        devices = []
+        for gpu in gpus:
+            if runs_per_gpu == "auto":
+                k = 1 if not run_bytes else int(min(MAX_PER_GPU, max(1, gpu.free // run_bytes)))
+            else:
+                k = int(runs_per_gpu)
+            devices += [str(gpu.index)] * k
+    threads = str(max(1, cores // len(devices)))
+    return [{"CUDA_VISIBLE_DEVICES": d, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads} for d in devices]
 
 
 def _train(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, str]) -> tuple[int, str]:
@@ -91,11 +130,28 @@ def _train(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, st
         )
     result = read_result(run_dir) or {}
     if proc.returncode not in (0, EXIT_LOCKED) and result.get("status") in (None, "running"):
-        # Killed before it could say why: the kernel's OOM killer, most often.
-        how = f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else f"exit code {proc.returncode}"
-        result.update(status="failed", error=f"{how} (out of memory?); see {run_dir / 'train.log'}")
+        result.update(status="failed", error=f"{_why(proc.returncode, run_dir / 'train.log')}; see {run_dir / 'train.log'}")
         write_json(run_dir / "result.json", result)
     return proc.returncode, result.get("error", f"exit code {proc.returncode}")
+
+
+def _why(code: int, log: Path) -> str:
+    """Why a run ended without recording a reason: the signal that killed it (SIGKILL: the kernel's OOM killer,
+    most often), or the last line it printed."""
+    if code < 0:
+        name = signal.Signals(-code).name
+        return f"killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
+    lines = log.read_text(errors="replace").strip().splitlines() if log.is_file() else []
+    return f"exit code {code}: {lines[-1]}" if lines else f"exit code {code}"
+
+
+def train_here(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, str],
+               evaluate: list[str] | None) -> tuple[int, str]:
+    """Train a run in a subprocess on this machine, then evaluate it (``evaluate``: ablate evaluate's options)."""
+    code, error = _train(run, sweep_dir, config_text, env)
+    if code == 0 and evaluate is not None and (read_result(sweep_dir / run.run_dir) or {}).get("status") == "finished":
+        code, error = _evaluate(sweep_dir / run.run_dir, list(evaluate), env)
+    return code, error
 
 
 def _evaluate(run_dir: Path, options: list[str], env: dict[str, str]) -> tuple[int, str]:
@@ -112,9 +168,10 @@ def _evaluate(run_dir: Path, options: list[str], env: dict[str, str]) -> tuple[i
     return proc.returncode, f"ablate evaluate failed: {lines[-1] if lines else proc.returncode}; see {run_dir / 'evaluate.log'}"
 
 
-def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: Path, *, workers: int,
+def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: Path, *, slots: list[dict[str, str]],
             progress: bool = True, evaluate: list[str] | None = None, hyperband: Hyperband | None = None,
-            metric: str = "val/loss", goal: str = "minimize", settled: list[PlannedRun] = ()) -> Outcome:
+            metric: str = "val/loss", goal: str = "minimize", settled: list[PlannedRun] = (),
+            train: Callable[..., tuple[int, str]] | None = None) -> Outcome:
     """Run what the queue hands out, a worker per slot, until it has nothing more; returns what was done,
     failed, stopped and skipped.
 
@@ -122,13 +179,16 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
         queue: the runs to do (:mod:`ablate.sweep.queue`).
         config_of: a run's resolved config YAML (with output_dir set).
         sweep_dir: the sweep directory.
-        workers: CPU worker processes (ignored on GPUs: one per device).
+        slots: one environment per run that may train at once (:func:`slots`).
         evaluate: ``ablate evaluate`` options to run on each run once it has trained (the sweep's ``evaluate``).
         hyperband: early termination: every few seconds, the running runs that W&B's hyperband rule would stop
             are asked to stop (``<run_dir>/STOP``), judged on ``metric`` against every run's history.
         settled: runs of earlier launches, whose histories count for hyperband.
+        train: trains one run and evaluates it when asked, ``train(run, sweep_dir, config_text, env, evaluate)
+            -> (exit code, error)``; default: :func:`train_here`, a subprocess on this machine (the Ray backend
+            sends it to a cluster's node instead).
     """
-    slots = _devices(workers)
+    train = train or train_here
     outcome = Outcome()
     bar = tqdm(total=queue.total, initial=len(settled), desc="sweep", unit="run", disable=not progress,
                file=sys.stderr)
@@ -136,10 +196,7 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
     seen = [*settled]
 
     def work(run: PlannedRun, slot: int) -> tuple[int, str]:
-        code, error = _train(run, sweep_dir, config_of(run), slots[slot])
-        if code == 0 and evaluate is not None and (read_result(sweep_dir / run.run_dir) or {}).get("status") == "finished":
-            code, error = _evaluate(sweep_dir / run.run_dir, list(evaluate), slots[slot])
-        return code, error
+        return train(run, sweep_dir, config_of(run), slots[slot], evaluate)
 
     with ThreadPoolExecutor(max_workers=len(slots)) as pool:
         while True:

@@ -156,11 +156,16 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
     callbacks += [Progress(run_dir), stop]
     resumer = ExactResume()
     callbacks.append(resumer)  # after the others: it restores the training random states once validation is over
-    trainer = make_trainer(cfg, run_dir, callbacks,
-                           shards_itself=getattr(data, "shards_itself", False))
-    for logger in trainer.loggers:
-        logger.log_hyperparams({"params/" + k: v for k, v in system.n_params.items()})
     result.update(parameters=system.n_params["total"], parameters_by_part=system.n_params, resumed_from=str(resume) if resume else None)
+    try:  # a Trainer that cannot be made fails the run with its reason, as one that fails to train does
+        trainer = make_trainer(cfg, run_dir, callbacks, shards_itself=getattr(data, "shards_itself", False))
+        for logger in trainer.loggers:
+            logger.log_hyperparams({"params/" + k: v for k, v in system.n_params.items()})
+    except Exception as exc:
+        result.update(status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(limit=8),
+                      wall_time_s=time.time() - start)
+        write(run_dir / "result.json", result)
+        raise RunFailed(run_dir, result["error"]) from exc
     try:
         trainer.fit(system, datamodule=data, ckpt_path=str(resume) if resume else None)
     except Exception as exc:

@@ -1,0 +1,47 @@
+"""The ``ablate`` command: train, describe, components, sweep, report, sync, agent, evaluate, generate, attention.
+
+Bad input is one line on stderr and exit code 2, before anything is written; options and ``key=value``
+overrides may come in any order. An unexpected error is one line too (exit 1); ``ABLATE_TRACEBACK=1``
+shows its traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from typing import Sequence
+
+from ablate.cli.parser import UsageError, parse
+from ablate.cli.run import cmd_components, cmd_describe, cmd_train
+from ablate.cli.sweep import cmd_agent, cmd_report, cmd_sweep, cmd_sync
+from ablate.errors import ConfigError
+from ablate.evaluate.cli import cmd_attention, cmd_evaluate, cmd_generate
+
+COMMANDS = {"train": cmd_train, "describe": cmd_describe, "sweep": cmd_sweep, "report": cmd_report,
+            "sync": cmd_sync, "agent": cmd_agent, "evaluate": cmd_evaluate, "generate": cmd_generate,
+            "attention": cmd_attention, "components": cmd_components}
+HEAVY = {"train", "sweep", "evaluate", "agent"}  # commands that train or decode: worth a fast allocator
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns its exit code (2 for bad input)."""
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] in HEAVY:  # a real command line, not a caller's list
+        from ablate.runtime import apply_fast_allocator
+
+        apply_fast_allocator(sys.argv[1:])
+    try:
+        args = parse(sys.argv[1:] if argv is None else argv, COMMANDS)
+        return 0 if args is None else args.func(args)
+    except (ConfigError, UsageError) as err:
+        print(f"ablate: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ablate: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug, or something no check foresaw: still one line, the traceback on request
+        if os.environ.get("ABLATE_TRACEBACK"):
+            traceback.print_exc()
+        print(f"ablate: internal error: {type(exc).__name__}: {' '.join(str(exc).split())} "
+              "(set ABLATE_TRACEBACK=1 to see where)", file=sys.stderr)
+        return 1

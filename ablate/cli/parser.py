@@ -1,0 +1,100 @@
+"""The command line's grammar: every subcommand, its options, and errors that fit on one line.
+
+Options and ``key=value`` overrides may come in any order (each subcommand is parsed with
+``parse_intermixed_args``); a mistake argparse finds is raised as :class:`UsageError`, one line, instead of
+a usage dump.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from typing import Callable, Sequence
+
+from ablate.evaluate.cli import add_attention_parser, add_evaluate_parser, add_generate_parser
+
+
+class UsageError(Exception):
+    """A command line argparse cannot read: an unknown option, a missing argument, a value of the wrong type."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are exceptions (one line each), not a usage text and an exit."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _with_config(sub: argparse._SubParsersAction, name: str, help: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help, description=help)
+    p.add_argument("items", nargs="*", metavar="CONFIG | key=value", help="a YAML config, then dotted overrides")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (it registers components); repeatable")
+    return p
+
+
+def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parser]]:
+    """The ``ablate`` parser and each subcommand's, with ``func`` set from ``commands`` (name -> function)."""
+    parser = Parser(prog="ablate", description="Transformer ablation studies: swap one component, train, compare.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", parser_class=Parser)
+    _with_config(sub, "train", "train one run; prints its run directory last")
+    describe = _with_config(sub, "describe", "print the resolved config and parameter counts")
+    describe.add_argument("--json", action="store_true", help="machine-readable output")
+    sweep = sub.add_parser("sweep", help="run a sweep file (W&B sweep format) locally, through W&B agents or on Ray")
+    sweep.add_argument("sweep", metavar="SWEEP.yaml")
+    sweep.add_argument("overrides", nargs="*", metavar="key=value", help="applied to every run")
+    sweep.add_argument("--workers", type=int, default=None,
+                       help="runs at a time on this machine (default: one per GPU; on a CPU, min(4, cores), each "
+                            "with an equal share of the cores)")
+    sweep.add_argument("--runs-per-gpu", default="1", metavar="K|auto",
+                       help="runs sharing each GPU (auto: as many as its free memory holds); default 1")
+    sweep.add_argument("--dry-run", action="store_true", help="print the run matrix and run nothing")
+    sweep.add_argument("--retry-failed", action="store_true", help="run failed runs again")
+    sweep.add_argument("--out", metavar="DIR", help="sweep directory (default sweeps/<name>)")
+    sweep.add_argument("--backend", choices=["local", "wandb", "ray"], default="local",
+                       help="local pool (default), W&B's controller and agents, or a Ray cluster")
+    sweep.add_argument("--address", default=None, help="ray: the cluster to join (default: RAY_ADDRESS, else a local one)")
+    sweep.add_argument("--gpus-per-run", type=float, default=None, help="ray: GPUs per run, fractions pack runs")
+    sweep.add_argument("--cpus-per-run", type=float, default=None, help="ray: CPUs per run")
+    report = sub.add_parser("report", help="comparison table and HTML report of a sweep")
+    report.add_argument("sweep", metavar="SWEEP.yaml|SWEEP_DIR")
+    sync = sub.add_parser("sync", help="upload offline W&B runs (of a sweep or a run directory)")
+    sync.add_argument("targets", nargs="+", metavar="SWEEP.yaml|DIR")
+    agent = sub.add_parser("agent", help="join a W&B sweep started with `ablate sweep --backend wandb`")
+    agent.add_argument("sweep_id", metavar="SWEEP_ID", help="entity/project/id")
+    agent.add_argument("--count", type=int, default=None, help="stop after this many points")
+    add_evaluate_parser(sub)
+    add_generate_parser(sub)
+    add_attention_parser(sub)
+    comps = sub.add_parser("components", help="list registered components")
+    comps.add_argument("kind", nargs="?", help="only this kind")
+    comps.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE")
+    subparsers = dict(sub.choices)
+    for name, p in subparsers.items():
+        p.set_defaults(func=commands[name])
+    return parser, subparsers
+
+
+def parse(argv: Sequence[str], commands: dict[str, Callable]) -> argparse.Namespace | None:
+    """The parsed command line; None when only --help or --version was asked for (already answered).
+
+    Raises:
+        UsageError: an unknown subcommand, option or value.
+    """
+    parser, subparsers = build_parser(commands)
+    argv = list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        parser.print_help()
+        return None
+    if argv[0] == "--version":
+        from ablate import __version__
+
+        print(f"ablate {__version__}")
+        return None
+    name = argv[0]
+    if name not in subparsers:
+        close = difflib.get_close_matches(name, list(subparsers), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UsageError(f"ablate: {name!r} is not a command; expected one of {', '.join(subparsers)}{hint}")
+    return subparsers[name].parse_intermixed_args(argv[1:])

@@ -1,0 +1,97 @@
+"""``ablate train``, ``ablate describe`` and ``ablate components``: one run, what a config builds, what exists."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from ablate.errors import ConfigError
+from ablate.runs.lock import EXIT_LOCKED, RunLocked
+
+DEFAULT_CONFIG = Path("configs/default.yaml")
+
+
+def split_items(items: Sequence[str], config_required: bool) -> tuple[str | None, list[str]]:
+    """Split ``[CONFIG] key=value ...`` into the config path and the overrides.
+
+    Raises:
+        ConfigError: two config files, or none where one is required.
+    """
+    config, overrides = None, []
+    for item in items:
+        if "=" in item:
+            overrides.append(item)
+        elif config is None:
+            config = item
+        else:
+            raise ConfigError(item, item, f"one CONFIG file ({config} is one already) and key=value overrides",
+                              "command line")
+    if config is None and config_required:
+        raise ConfigError("CONFIG", None, "a config file (e.g. configs/transformer_base.yaml)", "command line")
+    return config, overrides
+
+
+def load(args: argparse.Namespace, config_required: bool):
+    from ablate.config import load_config
+
+    config, overrides = split_items(args.items, config_required)
+    if config is None:
+        if not DEFAULT_CONFIG.is_file():
+            raise ConfigError("CONFIG", None, f"a config file ({DEFAULT_CONFIG} is not in this folder)", "command line")
+        config = str(DEFAULT_CONFIG)
+    return load_config(config, overrides, imports=args.imports)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from pytorch_lightning.utilities.rank_zero import rank_zero_only
+
+    from ablate.train.run import RunFailed, train
+
+    cfg = load(args, config_required=False)
+    try:
+        run_dir = train(cfg)
+    except RunFailed as failed:
+        print(f"ablate: {failed}", file=sys.stderr)
+        print(failed.run_dir)
+        return 1
+    except RunLocked as locked:
+        print(f"ablate: {locked}", file=sys.stderr)
+        return EXIT_LOCKED
+    if rank_zero_only.rank == 0:  # under DDP, the processes Lightning starts run this too
+        print(run_dir)
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    from omegaconf import OmegaConf
+
+    from ablate.describe import describe
+
+    cfg = load(args, config_required=True)
+    info = describe(cfg)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(OmegaConf.to_yaml(cfg), end="")
+    print("\nparameters")
+    for part, n in info["parameters"].items():
+        print(f"  {part:<12} {n:>14,}  ({n / 1e6:.2f}M)")
+    print(f"\ntraining FLOPs per target token: {info['flops_per_token']:.4g} (sequences of {info['flops_length']})")
+    return 0
+
+
+def cmd_components(args: argparse.Namespace) -> int:
+    from ablate import registry
+
+    registry.import_modules(args.imports)
+    kinds = registry.kinds()
+    selected = [registry.kind(args.kind).name] if args.kind else list(kinds)
+    for kind in selected:
+        print(f"{kind}: {kinds[kind].description}  [{kinds[kind].key}, default {kinds[kind].default}]")
+        for e in registry.entries(kind):
+            params = ", ".join(p.describe() for p in e.params)
+            print(f"  {e.name:<16} {e.description}" + (f"  [{params}]" if params else ""))
+    return 0

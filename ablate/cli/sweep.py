@@ -1,0 +1,138 @@
+"""``ablate sweep``, ``ablate report``, ``ablate sync`` and ``ablate agent``: many runs, and what they found."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from ablate.errors import ConfigError
+
+
+def default_workers() -> int:
+    """Runs at a time on this machine: one per GPU; on a CPU, min(4, cores), each with an equal share of the
+    cores (small models train faster per core on one thread than large ones on several)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.device_count()
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def sweep_dir_of(target: str) -> Path:
+    """The directory of a sweep that has been launched: the given sweep directory, or a sweep file's.
+
+    Raises:
+        ConfigError: neither holds a plan yet (the sweep has not been launched).
+    """
+    from ablate.sweep import default_sweep_dir, load_sweep
+
+    path = Path(target)
+    if path.is_dir():
+        if not (path / "plan.json").is_file():
+            raise ConfigError("SWEEP", target, "a sweep file or a sweep directory holding plan.json", "command line")
+        return path
+    folder = default_sweep_dir(load_sweep(path))
+    if not (folder / "plan.json").is_file():
+        raise ConfigError("SWEEP", target, f"a sweep that has been launched: {folder / 'plan.json'} does not exist "
+                          f"yet (ablate sweep {target} first, or give the sweep's directory)", "command line")
+    return folder
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError("--workers", args.workers, "a positive integer", "command line")
+    if args.runs_per_gpu != "auto" and not (args.runs_per_gpu.isdigit() and int(args.runs_per_gpu) >= 1):
+        raise ConfigError("--runs-per-gpu", args.runs_per_gpu, "a positive integer or auto", "command line")
+    for option in ("gpus_per_run", "cpus_per_run"):
+        value = getattr(args, option)
+        if value is not None and (args.backend != "ray" or value <= 0):
+            allowed = "a positive number" if args.backend == "ray" else "nothing: it is for --backend ray"
+            raise ConfigError(f"--{option.replace('_', '-')}", value, allowed, "command line")
+    if args.address is not None and args.backend != "ray":
+        raise ConfigError("--address", args.address, "nothing: it is for --backend ray", "command line")
+    bad = [o for o in args.overrides if "=" not in o or o.startswith("=")]
+    if bad:
+        raise ConfigError(bad[0], bad[0], "an override of the form key=value", "command line")
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from ablate.sweep import load_sweep
+    from ablate.sweep.launch import format_matrix, launch
+
+    _check(args)
+    sweep = load_sweep(args.sweep)
+    if sweep.ignored:
+        print(f"ablate: warning: {sweep.path}: {', '.join(sweep.ignored)} not used: ablate runs its own training "
+              "(ablate train) for every run", file=sys.stderr)
+    if args.backend == "wandb":
+        from ablate.sweep.wandb_backend import start_wandb_sweep
+
+        return start_wandb_sweep(sweep, extra=args.overrides, dry_run=args.dry_run)
+    runner = None
+    if args.backend == "ray":
+        from ablate.sweep.ray_backend import RayRunner
+
+        runner = RayRunner.connect(args.address, gpus_per_run=args.gpus_per_run, cpus_per_run=args.cpus_per_run,
+                                   dry_run=args.dry_run)
+    sweep_dir, runs, outcome = launch(sweep, extra=args.overrides, sweep_dir=Path(args.out) if args.out else None,
+                                      workers=args.workers or default_workers(), runs_per_gpu=args.runs_per_gpu,
+                                      dry_run=args.dry_run, retry_failed=args.retry_failed, runner=runner)
+    if outcome is None:
+        print(format_matrix(sweep, runs))
+        return 0
+    print_report(sweep_dir)
+    if outcome.closed:
+        print(f"ablate: no further run started: {outcome.closed}", file=sys.stderr)
+    if outcome.stopped:
+        print(f"ablate: {len(outcome.stopped)} runs stopped early by hyperband (see their result.json)", file=sys.stderr)
+    if outcome.failed:
+        print(f"ablate: {len(outcome.failed)} of {len(runs)} runs failed (see their result.json)", file=sys.stderr)
+    print(sweep_dir)
+    return 1 if outcome.failed else 0
+
+
+def print_report(sweep_dir: Path) -> None:
+    """Build the sweep's report, write its files, print its table, and put the table in W&B when the
+    runs logged there."""
+    from omegaconf import OmegaConf
+
+    from ablate.report import build_report, format_terminal, upload_table, write_report
+
+    report = build_report(sweep_dir)
+    write_report(report, sweep_dir / "report")
+    print(format_terminal(report))
+    configs = sorted((sweep_dir / "runs").glob("*/config.yaml"))
+    cfg = OmegaConf.load(configs[0]) if configs else None
+    if cfg is not None and cfg.get("logger") == "wandb":
+        w = cfg.wandb
+        upload_table(report, project=w.project, entity=w.entity, group=w.group or report.name,
+                     save_dir=sweep_dir / "report", mode=w.mode)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    sweep_dir = sweep_dir_of(args.sweep)
+    print_report(sweep_dir)
+    print(sweep_dir / "report" / "report.html")
+    return 0
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from ablate.runs.wandb import sync
+
+    paths = []
+    for target in args.targets:
+        path = sweep_dir_of(target) if target.endswith((".yaml", ".yml")) else Path(target)
+        if not path.exists():
+            raise ConfigError("DIR", target, "a sweep file, a sweep directory or a run directory", "command line")
+        paths.append(path)
+    return sync(paths)
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    from ablate.sweep.wandb_backend import run_agent
+
+    if args.count is not None and args.count < 1:
+        raise ConfigError("--count", args.count, "a positive integer", "command line")
+    return run_agent(args.sweep_id, count=args.count)

@@ -1,0 +1,174 @@
+"""The command line never traces back: plausible mistakes in every subcommand, each answered with one line that
+names the option or key, the value and what is allowed, exit code 2, and nothing written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import ablate
+from ablate.cli import main
+from ablate.train.run import train
+from tests.conftest import REPO, TINY
+from tests.evaluate.conftest import lm_run_dir, run_dir  # noqa: F401  (fixtures)
+
+SWEEP = "s.yaml"
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(tmp_path_factory) -> Path:
+    """A finished run of the embedded (synthetic) task: it has no tokenizer."""
+    out = tmp_path_factory.mktemp("synthetic")
+    return train(ablate.load_config(None, TINY + ["train.max_steps=2", "train.val_every=2",
+                                                  "trainer.enable_progress_bar=false", f"output_dir={out / 'run'}"]))
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch) -> Path:
+    (tmp_path / "configs").symlink_to(REPO / "configs")
+    (tmp_path / SWEEP).write_text(f"name: s\nbase: {REPO / 'configs/default.yaml'}\nrows: [{{name: base}}]\n")
+    for name, text in {
+        "typo.yaml": "metod: grid\n",
+        "noop.yaml": f"base: {REPO / 'configs/default.yaml'}\nparameters:\n  train.lr: {{values: [1.0e-4, 1.0e-3]}}\n",
+        "grid.yaml": "parameters:\n  model.dropout: {distribution: uniform, min: 0.0, max: 0.3}\n",
+        "weights.yaml": "method: random\nrun_cap: 2\nparameters:\n  model.dropout: {values: [0.1, 0.2], probabilities: [0.5, 0.6]}\n",
+        "heads.yaml": f"base: {REPO / 'configs/default.yaml'}\nparameters:\n  model.n_heads: {{values: [4, 5]}}\n",
+    }.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    return tmp_path
+
+
+MISTAKES = [
+    # train
+    (["train", "model.n_heads=5"], "model.n_heads=5 is not allowed; expected a divisor of model.d_model"),
+    (["train", "model.positonal=learned"], "did you mean 'positional'"),
+    (["train", "configs/nope.yaml"], "an existing YAML file"),
+    (["train", "configs/default.yaml", "configs/default.yaml"], "one CONFIG file"),
+    (["train", "lr=0.1"], "did you mean 'train.lr'"),
+    (["train", "train.lr=1e-4"], "train.lr=0.0001 has no effect: schedule 'noam' does not read train.lr"),
+    (["train", "trainer.extra.gradient_clip_vale=1"], "did you mean train.grad_clip"),
+    (["train", "trainer.extra.max_steps=3"], "use train.max_steps instead"),
+    (["train", "model.dropout=1.5"], "model.dropout=1.5 is not allowed; expected a number in [0, 1)"),
+    (["train", "model.n_heads=four"], "model.n_heads='four' is not allowed; expected a value of type Integer"),
+    (["train", "--import", "no_such_module_xyz"], "imports='no_such_module_xyz'"),
+    (["train", "model.positional=rope", "model.d_k=7", "model.d_v=7"], "model.d_k=7"),
+    (["train", "model.attention=gqa", "model.attention_args.n_kv_heads=3"], "n_kv_heads=3 is not allowed; expected a divisor"),
+    (["train", "configs/multi30k.yaml", "data.path=/nonexistent/folder"], "data.path='/nonexistent/folder'"),
+    (["train", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+    (["train", "model.tie_embeddings=false"], "model.embedding (tied | two_way | untied | factorized), which replaces it"),
+    (["train", "model.mask=prefix_lm", "model.mask_args.prefix_len=-1"], "prefix_len=-1"),
+    (["train", "data.batch_size=0"], "data.batch_size=0 is not allowed; expected a positive integer"),
+    (["train", "data.path=x"], "data.path='x' has no effect: task 'reverse' does not read data.path"),
+    # describe, components
+    (["describe"], "CONFIG=None is not allowed; expected a config file"),
+    (["describe", "configs/default.yaml", "--json", "model.d_ff=0"], "model.d_ff=0"),
+    (["components", "colour"], "kind='colour'"),
+    (["components", "--import", "no_such_module_xyz"], "imports='no_such_module_xyz'"),
+    # sweep
+    (["sweep", "nope.yaml"], "an existing sweep YAML file"),
+    (["sweep", SWEEP, "--workers", "0"], "--workers=0 is not allowed; expected a positive integer"),
+    (["sweep", SWEEP, "--workers", "x"], "argument --workers: invalid int value: 'x'"),
+    (["sweep", SWEEP, "model.n_heads"], "model.n_heads='model.n_heads' is not allowed; expected an override of the form"),
+    (["sweep", SWEEP, "--dry-run", "lr=0.1"], "did you mean 'train.lr'"),
+    (["sweep", "typo.yaml"], "metod='grid' is not allowed; expected a sweep key"),
+    (["sweep", "noop.yaml", "--dry-run"], "train.lr=0.0001 has no effect"),
+    (["sweep", "heads.yaml", "--dry-run"], "model.n_heads=5 is not allowed"),
+    (["sweep", "grid.yaml"], "what W&B's grid search takes"),
+    (["sweep", "weights.yaml"], "probabilities=[0.5, 0.6] is not allowed; expected 2 non-negative numbers that sum to 1"),
+    (["sweep", SWEEP, "--runs-per-gpu", "0"], "--runs-per-gpu='0' is not allowed"),
+    (["sweep", SWEEP, "--gpus-per-run", "0.5"], "--gpus-per-run=0.5 is not allowed; expected nothing: it is for --backend ray"),
+    (["sweep", SWEEP, "--backend", "slurm"], "argument --backend: invalid choice: 'slurm'"),
+    (["sweep", SWEEP, "--address", "10.0.0.1:6379"], "--address='10.0.0.1:6379' is not allowed; expected nothing"),
+    # report, sync, agent
+    (["report", SWEEP], "a sweep that has been launched"),
+    (["report", "/nonexistent/sweep.yaml"], "an existing sweep YAML file"),
+    (["sync", "/nonexistent/run"], "a sweep file, a sweep directory or a run directory"),
+    (["agent", "abc"], "SWEEP_ID='abc' is not allowed; expected entity/project/id"),
+    (["agent", "a/b/c"], "a configured W&B API key"),
+    (["agent", "a/b/c", "--count", "0"], "--count=0"),
+    # top level
+    (["trian"], "'trian' is not a command; expected one of train"),
+    (["frobnicate"], "'frobnicate' is not a command"),
+]
+
+RUN_MISTAKES = [  # on a run directory: {run} translation, {lm} language model, {synthetic} the embedded task
+    (["evaluate", "/nonexistent/run"], "RUN_DIR='/nonexistent/run' is not allowed; expected a run directory"),
+    (["evaluate", "{run}", "--beam", "0"], "--beam=0 is not allowed; expected a positive integer"),
+    (["evaluate", "{run}", "--device", "gpu"], "--device='gpu' is not allowed; expected cpu, cuda or cuda:N"),
+    (["evaluate", "{synthetic}"], "has no tokenizer"),
+    (["evaluate", "{run}", "--average-last", "9"], "--average-last=9"),
+    (["evaluate", "{lm}", "--lengths", "0"], "--lengths='0'"),
+    (["evaluate", "{run}", "--split", "train"], "argument --split: invalid choice: 'train'"),
+    (["generate", "{run}"], "the following arguments are required: --prompt"),
+    (["generate", "{lm}", "--prompt", " "], "--prompt=' ' is not allowed; expected text with at least one token"),
+    (["generate", "{lm}", "--prompt", "hi", "--temperature", "-1"], "--temperature=-1.0"),
+    (["attention", "{synthetic}", "--text", "hi"], "has no tokenizer"),
+    (["attention", "{run}", "--text", " "], "--text=' ' is not allowed"),
+]
+
+
+def _check(argv: list[str], message: str, capsys, work: Path) -> None:
+    before = sorted(p.name for p in work.iterdir())
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("ablate: error: ") and err.count("\n") == 1, err
+    assert message in err, err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in work.iterdir()) == before  # nothing written
+
+
+@pytest.mark.parametrize("argv,message", MISTAKES, ids=[" ".join(a) for a, _ in MISTAKES])
+def test_a_mistake_is_one_line_exit_2_and_writes_nothing(argv, message, work, capsys):
+    _check(argv, message, capsys, work)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv,message", RUN_MISTAKES, ids=[" ".join(a) for a, _ in RUN_MISTAKES])
+def test_a_mistake_about_a_run_is_one_line_too(argv, message, work, capsys, run_dir, lm_run_dir, synthetic_run):
+    dirs = {"run": run_dir, "lm": lm_run_dir, "synthetic": synthetic_run}
+    _check([a.format(**dirs) for a in argv], message, capsys, work)
+
+
+def test_there_are_at_least_forty_of_them():
+    assert len(MISTAKES) + len(RUN_MISTAKES) >= 40
+
+
+def test_options_and_overrides_in_any_order(work, capsys):
+    assert main(["sweep", "--dry-run", SWEEP, "model.dropout=0.3"]) == 0
+    assert main(["sweep", SWEEP, "model.dropout=0.3", "--dry-run"]) == 0
+    capsys.readouterr()
+    assert main(["describe", "--json", "configs/default.yaml", "model.d_ff=128"]) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["model"]["d_ff"] == 128
+
+
+def test_version_and_help(capsys):
+    assert main(["--version"]) == 0 and capsys.readouterr().out == f"ablate {ablate.__version__}\n"
+    assert main(["--help"]) == 0 and "sweep" in capsys.readouterr().out
+
+
+def test_an_unexpected_error_is_one_line_too(work, capsys, monkeypatch):
+    import ablate.cli.run as commands
+
+    monkeypatch.setattr(commands, "split_items", lambda *a: 1 / 0)
+    assert main(["describe", "configs/default.yaml"]) == 1
+    err = capsys.readouterr().err
+    assert err == "ablate: internal error: ZeroDivisionError: division by zero (set ABLATE_TRACEBACK=1 to see where)\n"
+
+
+def test_a_run_that_fails_inside_training_records_the_real_exception(work):
+    """A bad value Lightning itself refuses (not a name ablate can check) fails the run with Lightning's words."""
+    out = subprocess.run([sys.executable, "-m", "ablate.cli", "train", *TINY, "train.max_steps=2",
+                          "trainer.extra.gradient_clip_algorithm=sideways", "output_dir=run"],
+                         cwd=work, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    result = json.loads((work / "run" / "result.json").read_text())
+    assert result["status"] == "failed" and "sideways" in result["error"] and "out of memory" not in result["error"]
