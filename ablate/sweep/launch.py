@@ -64,6 +64,8 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     ``workers`` (``runs_per_gpu`` on each GPU).
     """
     sweep_dir = sweep_dir or default_sweep_dir(sweep)
+    if runner is not None:  # its runs train on other machines, which share the filesystem but not our cwd
+        sweep_dir = sweep_dir.resolve()
     planner = Planner(sweep, extra)
     if sweep.method == "bayes":
         from ablate.sweep.bayes import BayesSearch
@@ -87,7 +89,7 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     else:
         queue = RunQueue(sweep, sweep_dir, runs, todo)
     if runner is not None:
-        where, train = runner.slots(len(todo) or 1), runner.train
+        where, train = runner.slots(queue.total - (len(runs) - len(todo))), runner.train
     else:
         biggest = max((r.parameters for r in runs), default=0)
         need = training_bytes(planner.base, biggest) if runs_per_gpu == "auto" and runs else None

@@ -118,7 +118,8 @@ def slots(*, workers: int, runs_per_gpu: str | int = 1, gpus: list[Gpu] | None =
     return [{"CUDA_VISIBLE_DEVICES": d, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads} for d in devices]
 
 
-def _train(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, str]) -> tuple[int, str]:
+def _train(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, str],
+           cwd: Path | None) -> tuple[int, str]:
     run_dir = sweep_dir / run.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(run_dir / "config.yaml", config_text)
@@ -126,7 +127,7 @@ def _train(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, st
         proc = subprocess.run(
             [sys.executable, "-m", "ablate.cli", "train", str(run_dir / "config.yaml")],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**os.environ, **env}, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            env={**os.environ, **env}, cwd=cwd, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
     result = read_result(run_dir) or {}
     if proc.returncode not in (0, EXIT_LOCKED) and result.get("status") in (None, "running"):
@@ -146,20 +147,21 @@ def _why(code: int, log: Path) -> str:
 
 
 def train_here(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, str],
-               evaluate: list[str] | None) -> tuple[int, str]:
-    """Train a run in a subprocess on this machine, then evaluate it (``evaluate``: ablate evaluate's options)."""
-    code, error = _train(run, sweep_dir, config_text, env)
+               evaluate: list[str] | None, cwd: Path | None = None) -> tuple[int, str]:
+    """Train a run in a subprocess on this machine, then evaluate it (``evaluate``: ablate evaluate's options);
+    ``cwd``: the folder relative paths in its config are relative to (default: this process's)."""
+    code, error = _train(run, sweep_dir, config_text, env, cwd)
     if code == 0 and evaluate is not None and (read_result(sweep_dir / run.run_dir) or {}).get("status") == "finished":
-        code, error = _evaluate(sweep_dir / run.run_dir, list(evaluate), env)
+        code, error = _evaluate(sweep_dir / run.run_dir, list(evaluate), env, cwd)
     return code, error
 
 
-def _evaluate(run_dir: Path, options: list[str], env: dict[str, str]) -> tuple[int, str]:
+def _evaluate(run_dir: Path, options: list[str], env: dict[str, str], cwd: Path | None) -> tuple[int, str]:
     """``ablate evaluate RUN_DIR OPTIONS`` after training; result.json records the options once it succeeded."""
     with open(run_dir / "evaluate.log", "ab") as log:
         proc = subprocess.run([sys.executable, "-m", "ablate.cli", "evaluate", str(run_dir), *options],
                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, **env},
-                              preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                              cwd=cwd, preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     result = read_result(run_dir) or {}
     if proc.returncode == 0:
         write_json(run_dir / "result.json", {**result, "evaluated": list(options)})

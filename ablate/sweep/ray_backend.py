@@ -1,0 +1,113 @@
+"""Sweeps on a Ray cluster (``ablate sweep SWEEP.yaml --backend ray [--address ADDR]``): no W&B server needed.
+
+The plan, the queue (grid, random, bayes), hyperband, ``metric.target``, progress, the report and W&B logging
+are the local pool's (:func:`ablate.sweep.runner.execute`); only where a run trains changes: each run is a Ray
+task that runs ``ablate train`` (then ``ablate evaluate`` when the sweep asks) on the node Ray picks, with the
+resources it asks for (``--gpus-per-run``, fractional to pack several small runs on one GPU; ``--cpus-per-run``).
+Run directories must be on a filesystem every node sees (the sweep directory is passed as an absolute path).
+
+When a node dies, Ray runs the task again elsewhere (``max_retries``); the run then resumes from its last
+checkpoint (exactly: see :mod:`ablate.train.resume`), and the run's lock keeps two processes from ever training
+it at once. Ray is an optional extra: ``pip install -e ".[ray]"``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ablate.errors import ConfigError
+from ablate.runs.lock import EXIT_LOCKED
+from ablate.sweep.plan import PlannedRun
+
+RETRIES = 3  # how many times Ray runs a task again after its node died
+LOCK_WAIT = 120.0  # seconds a task waits for a run another process holds before it leaves the run to it
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--backend", "ray", 'Ray installed: pip install -e ".[ray]" (or pip install ray)',
+                          "command line") from None
+    return ray
+
+
+def _train_on_node(run: dict[str, Any], sweep_dir: str, config_text: str, evaluate: list[str] | None,
+                   cwd: str) -> tuple[int, str]:
+    """What a Ray task does on its node: train (and evaluate) one run there, in a subprocess.
+
+    A run still locked is waited for (up to :data:`LOCK_WAIT` seconds): after a node died, the process that
+    trained the run there may take a moment to let go of it.
+    """
+    import ray
+
+    from ablate.sweep.runner import train_here
+
+    if not Path(sweep_dir).parent.is_dir() or not Path(cwd).is_dir():
+        return 1, (f"{sweep_dir} (and {cwd}) not found on node {socket.gethostname()}: a Ray sweep needs a filesystem "
+                   "every node sees, at the same path")
+    run_dir = Path(sweep_dir) / run["run_dir"]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "train.log", "a") as log:  # which node each attempt ran on
+        print(f"[ablate] ray: node {ray.get_runtime_context().get_node_id()} on {socket.gethostname()}", file=log)
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        code, error = train_here(PlannedRun(**run), Path(sweep_dir), config_text, {}, evaluate, Path(cwd))
+        if code != EXIT_LOCKED or time.monotonic() > deadline:
+            return code, error
+        time.sleep(2.0)
+
+
+class RayRunner:
+    """Trains each run as a Ray task; :func:`ablate.sweep.launch.launch` uses its ``slots`` and ``train``."""
+
+    def __init__(self, ray: Any, *, gpus_per_run: float | None, cpus_per_run: float | None):
+        self.ray = ray
+        self.gpus, self.cpus = gpus_per_run, cpus_per_run
+        self.task = ray.remote(max_retries=RETRIES)(_train_on_node) if ray.is_initialized() else None
+
+    @classmethod
+    def connect(cls, address: str | None, *, gpus_per_run: float | None = None, cpus_per_run: float | None = None,
+                dry_run: bool = False) -> RayRunner:
+        """Join the cluster at ``address`` (``RAY_ADDRESS`` when None; a new local one when neither is set).
+
+        Raises:
+            ConfigError: Ray is not installed, or there is no cluster at the address.
+        """
+        ray = _ray()
+        if not dry_run and not ray.is_initialized():
+            try:
+                ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, log_to_driver=False,
+                         include_dashboard=False)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise ConfigError("--address", address or os.environ.get("RAY_ADDRESS"),
+                                  f"the address of a running Ray cluster ({' '.join(str(exc).split())[:200]})",
+                                  "command line") from None
+        return cls(ray, gpus_per_run=gpus_per_run, cpus_per_run=cpus_per_run)
+
+    def resources(self) -> dict[str, float]:
+        """What each task asks Ray for: one CPU and no GPU unless told otherwise; a run on a GPU node gets a GPU."""
+        gpus = self.gpus
+        if gpus is None:
+            gpus = 1.0 if self.ray.cluster_resources().get("GPU", 0) else 0.0
+        return {"num_cpus": self.cpus if self.cpus is not None else 1.0, "num_gpus": gpus}
+
+    def slots(self, pending: int) -> list[dict[str, str]]:
+        """As many runs in flight as are pending: Ray queues what its nodes cannot hold yet (Ray sets each
+        task's OMP_NUM_THREADS from its CPUs and CUDA_VISIBLE_DEVICES from its GPUs)."""
+        return [{}] * max(1, pending)
+
+    def train(self, run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, str],
+              evaluate: list[str] | None) -> tuple[int, str]:
+        """Train one run on the cluster; blocks until Ray reports its end (after retries, if its node died)."""
+        ref = self.task.options(**self.resources()).remote(asdict(run), str(Path(sweep_dir).resolve()), config_text,
+                                                           evaluate, os.getcwd())
+        try:
+            return self.ray.get(ref)
+        except Exception as exc:  # the task failed on every try (its nodes kept dying): record it, go on
+            return 1, f"ray: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
