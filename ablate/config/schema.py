@@ -90,7 +90,7 @@ class TrainConfig:
 
 @dataclass
 class TrainerConfig:
-    """Passed through to ``pytorch_lightning.Trainer``; anything else goes under ``extra``."""
+    """Passed through to ``pytorch_lightning.Trainer`` (but ``compile``); anything else goes under ``extra``."""
 
     accelerator: str = "auto"
     devices: Any = "auto"
@@ -101,6 +101,7 @@ class TrainerConfig:
     num_sanity_val_steps: int = 0
     deterministic: bool = False
     enable_progress_bar: bool = True
+    compile: bool = False  # torch.compile the model's training forward (benchmarks/gpu.py measures what it gains)
     extra: Dict[str, Any] = field(default_factory=dict)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 import traceback
 import warnings
@@ -99,6 +100,12 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
     return pl.Trainer(**kwargs)
 
 
+def _device(trainer: pl.Trainer) -> str:
+    """Where the run trains: ``cpu``, or ``cuda:<i> (<name>)`` (the index within its CUDA_VISIBLE_DEVICES)."""
+    device = trainer.strategy.root_device
+    return f"{device} ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else str(device)
+
+
 def _metrics(trainer: pl.Trainer) -> dict[str, float]:
     return {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
 
@@ -159,6 +166,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
     result.update(parameters=system.n_params["total"], parameters_by_part=system.n_params, resumed_from=str(resume) if resume else None)
     try:  # a Trainer that cannot be made fails the run with its reason, as one that fails to train does
         trainer = make_trainer(cfg, run_dir, callbacks, shards_itself=getattr(data, "shards_itself", False))
+        result.update(device=_device(trainer), visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), started_at=start)
         for logger in trainer.loggers:
             logger.log_hyperparams({"params/" + k: v for k, v in system.n_params.items()})
     except Exception as exc:

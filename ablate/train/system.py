@@ -36,6 +36,10 @@ class TransformerSystem(pl.LightningModule):
         self.val_nll = MeanMetric()
         self.val_acc = MeanMetric()
         self._scored: dict[tuple[int, str], torch.Tensor] = {}
+        # trainer.compile: the training forward through torch.compile; validation and decoding stay eager (their
+        # shapes change step by step). A plain attribute, not a submodule: the state dict keeps its keys.
+        compiled = torch.compile(self.model) if self.cfg.trainer.get("compile", False) else None
+        self.__dict__["_compiled"] = compiled
 
     def scored_labels(self, labels: torch.Tensor) -> torch.Tensor:
         """labels (B, T) with the positions the mask does not let be scored set to padding (ignored)."""
@@ -46,7 +50,8 @@ class TransformerSystem(pl.LightningModule):
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Logits (B, T, V) for a batch dict (its keys other than ``labels`` are the model's arguments)."""
-        return self.model(**{k: v for k, v in batch.items() if k != "labels"})
+        model = self._compiled if self._compiled is not None and self.training else self.model
+        return model(**{k: v for k, v in batch.items() if k != "labels"})
 
     def _token_losses(self, batch: dict[str, torch.Tensor], smoothing: float) -> tuple[torch.Tensor, ...]:
         """The mean loss over scored real tokens, the logits (B, T, V) and the scored labels (B, T)."""
