@@ -1,4 +1,6 @@
-"""Start-up time of the ``ablate`` command: ``describe`` and ``train`` to its first training step.
+"""Start-up time of the ``ablate`` command: ``--help``, ``components``, ``describe``, ``sweep --dry-run`` and
+``train`` to its first training step, against ``python -c 'import torch'`` in the same run (a command that
+needs torch cannot start faster than that; the rest is ablate's own overhead).
 
 Each measurement is a fresh subprocess (the installed ``ablate`` script), interleaved, median of
 the rounds (one untimed import warms the page cache first). ``ablate train`` runs
@@ -74,8 +76,12 @@ def main() -> None:
     contenders = {
         "python -c 'import torch'": lambda r: timed([sys.executable, "-c", "import torch"]),
         "python -c 'import ablate'": lambda r: timed([sys.executable, "-c", "import ablate"]),
+        "ablate --help": lambda r: timed([*PREFIX, "--help"]),
+        "ablate components": lambda r: timed([*PREFIX, "components"]),
         "ablate describe configs/transformer_base.yaml": lambda r: timed(
             [*PREFIX, "describe", str(C.REPO / "configs/transformer_base.yaml")]),
+        "ablate sweep experiments/quickstart.yaml --dry-run": lambda r: timed(
+            [*PREFIX, "sweep", str(C.REPO / "experiments/quickstart.yaml"), "--dry-run", "--out", f"{tmp}/dry"]),
         "ablate train logger=none": train("logger=none"),
         "ablate train (W&B offline)": train(),
     }
@@ -91,6 +97,10 @@ def main() -> None:
         rows.append([name, med["wall"], C.spread([r["wall"] for r in runs]), med["to first step"],
                      med["first step done"]])
     print(C.table(["command", "wall s", "range", "to first step s", "first step done s"], rows))
+    torch_s = out["python -c 'import torch'"]["wall"]
+    print("\nablate's own overhead (wall minus import torch, same run): " + "; ".join(
+        f"{name.split(' configs')[0].split(' experiments')[0]} +{med['wall'] - torch_s:.2f} s"
+        for name, med in out.items() if name.startswith("ablate") and "train" not in name))
     C.emit("startup", info, settings, out)
 
 
