@@ -1,6 +1,7 @@
 """The Ray backend on a real two-node Ray cluster started on this machine (loopback only), and without Ray.
 
-The cluster is ``ray.cluster_utils.Cluster``: it starts, and at the end stops, only its own processes.
+The cluster is ``ray.cluster_utils.Cluster`` in a helper process (``ray_cluster.py``): it starts, and at the
+end stops, only its own processes, and leaves pytest's process alone.
 """
 
 from __future__ import annotations
@@ -8,9 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -24,18 +27,44 @@ pytestmark = pytest.mark.slow
 LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
+@dataclass
+class RayCluster:
+    """Two nodes of one CPU each (at most one run trains on each, so a sweep has to use both), run by
+    ``tests/sweep/ray_cluster.py`` in its own process."""
+
+    proc: subprocess.Popen
+    address: str
+    head: str  # node ids
+    worker: str
+
+    def remove_worker(self) -> None:
+        self.proc.stdin.write("remove-worker\n")
+        self.proc.stdin.flush()
+        while (line := self.proc.stdout.readline()) and line.strip() != "removed":
+            pass
+        assert line, "the Ray cluster helper ended before removing the node"
+
+
 @pytest.fixture
 def cluster():
-    """Two nodes of one CPU each: at most one run trains on each, so the sweep has to use both."""
-    cluster_utils = pytest.importorskip("ray.cluster_utils")
-    cluster = cluster_utils.Cluster(initialize_head=False)
+    pytest.importorskip("ray.cluster_utils")
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("ray_cluster.py"))], env={**os.environ, **LOOPBACK},
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    group, on_sigterm = os.getpgrp(), signal.getsignal(signal.SIGTERM)
     try:
-        head = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1", include_dashboard=False)
-        worker = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
-        cluster.wait_for_nodes()
-        yield cluster, head, worker
+        line = proc.stdout.readline()
+        while line and not line.startswith("{"):  # anything Ray prints before the cluster is up
+            line = proc.stdout.readline()
+        assert line, "the Ray cluster did not start"
+        info = json.loads(line)
+        yield RayCluster(proc, info["address"], info["head"], info["worker"])
+        assert (os.getpgrp(), signal.getsignal(signal.SIGTERM)) == (group, on_sigterm)  # pytest left alone
     finally:
-        cluster.shutdown()
+        proc.stdin.close()  # the helper shuts its cluster down
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def _ray_sweep(path: Path, address: str, cwd: Path) -> subprocess.Popen:
@@ -64,15 +93,14 @@ ROWS = """
 
 
 def test_a_sweep_across_two_nodes_ends_with_exactly_the_planned_runs(cluster, tmp_path):
-    c, head, worker = cluster
     path = _sweep_file(tmp_path, ROWS)
-    proc = _ray_sweep(path, c.address, tmp_path)
+    proc = _ray_sweep(path, cluster.address, tmp_path)
     out, err = proc.communicate(timeout=600)
     sweep_dir = tmp_path / "sweeps" / "t"
     assert proc.returncode == 0, err[-3000:]
     assert _statuses(sweep_dir) == ["finished"] * 4 and _attempts(sweep_dir) == [1, 1, 1, 1]
     nodes = {n for run in _plan(sweep_dir)["runs"] for n in _nodes(sweep_dir, run)}
-    assert nodes == {head.node_id, worker.node_id}  # both nodes trained runs
+    assert nodes == {cluster.head, cluster.worker}  # both nodes trained runs
     assert sorted(p.name for p in (sweep_dir / "runs").iterdir()) == sorted(r["id"] for r in _plan(sweep_dir)["runs"])
     assert out.strip().splitlines()[-1] == str(sweep_dir)  # the sweep directory, absolute: nodes share it
     assert (sweep_dir / "report" / "report.html").is_file()
@@ -81,9 +109,8 @@ def test_a_sweep_across_two_nodes_ends_with_exactly_the_planned_runs(cluster, tm
 def test_a_node_that_dies_mid_run_costs_no_run_and_trains_none_twice(cluster, tmp_path):
     """Remove the worker node while it trains a run: Ray runs the task again on the head, which resumes the run
     from its last checkpoint; the runs that had finished are not touched."""
-    c, head, worker = cluster
     path = _sweep_file(tmp_path, ROWS.replace("}", ", train.max_steps: 120, train.val_every: 10}"))
-    proc = _ray_sweep(path, c.address, tmp_path)
+    proc = _ray_sweep(path, cluster.address, tmp_path)
     sweep_dir = tmp_path / "sweeps" / "t"
     victim, deadline = None, time.time() + 400
     while victim is None and time.time() < deadline:  # a run on the worker node with a checkpoint
@@ -91,14 +118,14 @@ def test_a_node_that_dies_mid_run_costs_no_run_and_trains_none_twice(cluster, tm
         runs = _plan(sweep_dir)["runs"] if (sweep_dir / "plan.json").is_file() else []
         for run in runs:
             run_dir = sweep_dir / run["run_dir"]
-            on_worker = (run_dir / "train.log").is_file() and _nodes(sweep_dir, run)[-1:] == [worker.node_id]
+            on_worker = (run_dir / "train.log").is_file() and _nodes(sweep_dir, run)[-1:] == [cluster.worker]
             if on_worker and (run_dir / "checkpoints" / "last.ckpt").is_file():
                 victim = run
     assert victim is not None, "no run on the worker node reached a checkpoint"
     finished = {r["id"]: _digest(sweep_dir / r["run_dir"] / "result.json") for r in runs
                 if (sweep_dir / r["run_dir"] / "result.json").is_file()
                 and json.loads((sweep_dir / r["run_dir"] / "result.json").read_text())["status"] == "finished"}
-    c.remove_node(worker)
+    cluster.remove_worker()
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-3000:]
 
@@ -110,7 +137,7 @@ def test_a_node_that_dies_mid_run_costs_no_run_and_trains_none_twice(cluster, tm
         assert _digest(sweep_dir / next(r for r in runs if r["id"] == run_id)["run_dir"] / "result.json") == digest
     # The victim: one attempt on the worker, then one on the head, resuming from its checkpoint, exactly.
     tries = _nodes(sweep_dir, victim)
-    assert tries[0] == worker.node_id and set(tries[1:]) == {head.node_id}
+    assert tries[0] == cluster.worker and set(tries[1:]) == {cluster.head}
     assert results[victim["id"]]["resumed_from"] and results[victim["id"]]["resumed_exactly"]
     # No run trained twice: every other run had one attempt; the victim two (the killed one, the resumed one).
     attempts = dict(zip((r["id"] for r in runs), _attempts(sweep_dir)))
