@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
+
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
 
@@ -24,21 +26,50 @@ def test_ci_runs_the_readme_test_command():
     assert test_command in (REPO / ".ci" / "run").read_text()
 
 
-def test_readme_custom_positional_example_works(tmp_path):
+def test_readme_user_attention_and_score_bias_positional_work_from_yaml(tmp_path):
     (tmp_path / "configs").symlink_to(REPO / "configs")
-    (tmp_path / "my_positional.py").write_text(_block_after("`my_positional.py`:"))
-    (tmp_path / "gated.yaml").write_text(_block_after("`gated.yaml`:"))
+    (tmp_path / "my_parts.py").write_text(_block_after("`my_parts.py`"))
+    (tmp_path / "my_study.yaml").write_text(_block_after("`my_study.yaml`:"))
 
     def ablate(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "ablate.cli", *args], cwd=tmp_path, capture_output=True,
                               text=True, timeout=300)
 
-    listed = ablate("components", "positional", "--import", "my_positional")
+    listed = ablate("components", "attention", "--import", "my_parts")
     assert listed.returncode == 0, listed.stderr
-    assert "gated_sinusoidal" in listed.stdout and "init: float = 1.0" in listed.stdout
-    run = ablate("train", "gated.yaml", "train.max_steps=4", "train.val_every=2", "trainer.enable_progress_bar=false",
-                 "output_dir=run")
+    assert "temperature" in listed.stdout and "init: float = 1.0" in listed.stdout
+    run = ablate("train", "my_study.yaml", "logger=none", "train.max_steps=4", "train.val_every=2",
+                 "trainer.enable_progress_bar=false", "output_dir=run")
     assert run.returncode == 0, run.stderr[-2000:]
-    result = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert result["status"] == "finished"
-    assert "gated_sinusoidal" in (tmp_path / "run" / "config.yaml").read_text()
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["status"] == "finished"
+    config = (tmp_path / "run" / "config.yaml").read_text()
+    assert "attention: temperature" in config and "positional: learned_alibi" in config
+    weights = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    names = weights["state_dict"].keys()
+    assert any(n.endswith(".log_t") for n in names) and any(n.endswith(".slope") for n in names)  # really built
+    log_t = next(v for n, v in weights["state_dict"].items() if n.endswith(".log_t"))
+    assert torch.allclose(log_t.exp().mean(), torch.tensor(2.0), atol=0.05)  # attention_args.init reached it
+
+
+def _variant_rows() -> dict[str, set[str]]:
+    """The README's faithful-vs-variant table: key -> the variant names listed for it."""
+    section = README[README.index("## What is faithful"):README.index("## Configs")]
+    rows: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]  # "\|" is a pipe in a cell
+        if len(cells) == 4 and cells[0].startswith(("`model.", "`train.")):
+            rows.setdefault(cells[0].strip("`"), set()).add(cells[1].split()[0].strip("`"))
+    return rows
+
+
+def test_the_faithful_vs_variant_table_lists_every_registered_variant_with_a_citation():
+    from ablate import registry
+
+    rows = _variant_rows()
+    for kind in registry.kinds().values():
+        if kind.name == "task":  # data, not a part of the model
+            continue
+        assert rows.get(kind.key) == set(registry.names(kind.name)), kind.key
+        for entry in registry.entries(kind.name):
+            cites = re.search(r"\(.*(19|20)\d\d.*\)", entry.description) or "control" in entry.description
+            assert cites, f"{kind.name} {entry.name}: its description cites no paper and is not a declared control"

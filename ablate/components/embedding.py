@@ -72,7 +72,7 @@ def two_way(*, vocab_size: int, d_model: int, scale: bool = True) -> Embeddings:
 
 @register("embedding", "untied")
 def untied(*, vocab_size: int, d_model: int, scale: bool = True) -> Embeddings:
-    """Three separate matrices: source, target, and a pre-softmax projection without bias."""
+    """Separate source, target and pre-softmax (no bias) matrices: no tying (Sutskever et al. 2014)."""
     return Embeddings(TokenEmbedding(vocab_size, d_model, scale=scale), TokenEmbedding(vocab_size, d_model, scale=scale),
                       nn.Linear(d_model, vocab_size, bias=False))
 

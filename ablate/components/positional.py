@@ -94,7 +94,7 @@ class LearnedPositional(Positional):
 
 @register("positional", "none")
 class NoPositional(Positional):
-    """No position information: attention sees a bag of tokens (the ablation's control)."""
+    """No positions: an encoder sees a bag of tokens (control; a causal LM still infers them, Haviv et al. 2022)."""
 
 
 @register("positional", "rope")

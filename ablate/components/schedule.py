@@ -55,7 +55,7 @@ def cosine(*, lr: float, max_steps: int, warmup: int = 4000, min_ratio: float = 
 
 @register("schedule", "constant")
 def constant(*, lr: float, warmup: int = 0) -> Schedule:
-    """train.lr after an optional linear warmup (warmup=0: no warmup, as in Xiong et al.'s ablation)."""
+    """train.lr after an optional linear warmup (warmup=0: no warmup, as in Xiong et al. 2020's ablation)."""
     _check_warmup(warmup)
     peak = lr
     return lambda step: peak * min(1.0, (step + 1) / warmup) if warmup else peak
