@@ -1,8 +1,8 @@
 """An estimate of the GPU memory one training run takes, for packing runs onto GPUs (``--runs-per-gpu auto``).
 
     weights, gradients and Adam's two moments:  16 bytes per parameter (fp32)
-    activations kept for the backward pass:      per token and layer, 34 d + 5 h T values (Korthikanti et al.
-                                                 2022, 16-bit), twice that in fp32
+    activations kept for the backward pass:      per token and layer, 34 d + 5 h T bytes in 16-bit (Korthikanti
+                                                 et al. 2022), twice that in fp32
     logits and their gradient:                   2 x tokens x V values
     the CUDA context and allocator slack:        1 GiB
 
@@ -37,7 +37,6 @@ def training_bytes(cfg: DictConfig, parameters: int) -> int:
     layers = n_dec if cfg.model.arch == Arch.decoder_only else n_enc + 2 * n_dec  # a decoder layer: two attentions
     tokens, T = batch_tokens(cfg), min(int(cfg.data.max_len), 1024)
     half = "16" in str(cfg.trainer.precision) or cfg.trainer.precision == "auto"
-    per_value = 2 if half else 4
-    activations = tokens * layers * (34 * d["d_model"] + 5 * d["n_heads"] * T) * per_value // 2
+    activations = tokens * layers * (34 * d["d_model"] + 5 * d["n_heads"] * T) * (1 if half else 2)
     logits = 2 * tokens * cfg.data.vocab_size * 4
     return int(SAFETY * (16 * parameters + activations + logits + CONTEXT_BYTES))

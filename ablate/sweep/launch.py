@@ -83,13 +83,15 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     write_plan(sweep, sweep_dir, runs)
     evaluate = sweep.evaluate_options()
     todo, settled = pending(runs, sweep_dir, retry_failed, evaluate)
+    todo_ids = {r.id for r in todo}
+    earlier = [r for r in runs if r.id not in todo_ids]  # ended in an earlier launch
     if sweep.method == "bayes":
         queue: RunQueue = BayesQueue(sweep, sweep_dir, planner, runs, lambda all_runs: write_plan(sweep, sweep_dir, all_runs),
-                                     lambda run: run.id not in {r.id for r in todo})
+                                     lambda run: run.id not in todo_ids)
     else:
         queue = RunQueue(sweep, sweep_dir, runs, todo)
     if runner is not None:
-        where, train = runner.slots(queue.total - (len(runs) - len(todo))), runner.train
+        where, train = runner.slots(queue.total - len(earlier)), runner.train
     else:
         biggest = max((r.parameters for r in runs), default=0)
         need = training_bytes(planner.base, biggest) if runs_per_gpu == "auto" and runs else None
@@ -98,7 +100,7 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
                                                                      r.labels)),
                       sweep_dir, slots=where, train=train, progress=progress, evaluate=evaluate,
                       hyperband=sweep.early_terminate, metric=sweep.metric["name"], goal=sweep.metric["goal"],
-                      settled=[r for r in runs if r.id not in {t.id for t in todo}])
+                      settled=earlier)
     outcome.failed = {**settled.failed, **outcome.failed}
     outcome.skipped += settled.skipped
     return sweep_dir, runs, outcome

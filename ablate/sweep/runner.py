@@ -123,17 +123,21 @@ def _train(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, st
     run_dir = sweep_dir / run.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(run_dir / "config.yaml", config_text)
-    with open(run_dir / "train.log", "ab") as log:
-        proc = subprocess.run(
-            [sys.executable, "-m", "ablate.cli", "train", str(run_dir / "config.yaml")],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**os.environ, **env}, cwd=cwd, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-        )
+    code = _ablate(["train", str(run_dir / "config.yaml")], run_dir / "train.log", env, cwd)
     result = read_result(run_dir) or {}
-    if proc.returncode not in (0, EXIT_LOCKED) and result.get("status") in (None, "running"):
-        result.update(status="failed", error=f"{_why(proc.returncode, run_dir / 'train.log')}; see {run_dir / 'train.log'}")
+    if code not in (0, EXIT_LOCKED) and result.get("status") in (None, "running"):
+        result.update(status="failed", error=f"{_why(code, run_dir / 'train.log')}; see {run_dir / 'train.log'}")
         write_json(run_dir / "result.json", result)
-    return proc.returncode, result.get("error", f"exit code {proc.returncode}")
+    return code, result.get("error", f"exit code {code}")
+
+
+def _ablate(args: list[str], log: Path, env: dict[str, str], cwd: Path | None) -> int:
+    """Run ``ablate ARGS`` in a child process that dies with this one, its output appended to ``log``;
+    returns its exit code (negative: the signal that killed it)."""
+    with open(log, "ab") as out:
+        return subprocess.run([sys.executable, "-m", "ablate.cli", *args], stdout=out, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, env={**os.environ, **env}, cwd=cwd,
+                              preexec_fn=_die_with_parent if sys.platform == "linux" else None).returncode
 
 
 def _why(code: int, log: Path) -> str:
@@ -158,16 +162,12 @@ def train_here(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str
 
 def _evaluate(run_dir: Path, options: list[str], env: dict[str, str], cwd: Path | None) -> tuple[int, str]:
     """``ablate evaluate RUN_DIR OPTIONS`` after training; result.json records the options once it succeeded."""
-    with open(run_dir / "evaluate.log", "ab") as log:
-        proc = subprocess.run([sys.executable, "-m", "ablate.cli", "evaluate", str(run_dir), *options],
-                              stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, **env},
-                              cwd=cwd, preexec_fn=_die_with_parent if sys.platform == "linux" else None)
-    result = read_result(run_dir) or {}
-    if proc.returncode == 0:
-        write_json(run_dir / "result.json", {**result, "evaluated": list(options)})
+    code = _ablate(["evaluate", str(run_dir), *options], run_dir / "evaluate.log", env, cwd)
+    if code == 0:
+        write_json(run_dir / "result.json", {**(read_result(run_dir) or {}), "evaluated": list(options)})
         return 0, ""
     lines = (run_dir / "evaluate.log").read_text(errors="replace").strip().splitlines()
-    return proc.returncode, f"ablate evaluate failed: {lines[-1] if lines else proc.returncode}; see {run_dir / 'evaluate.log'}"
+    return code, f"ablate evaluate failed: {lines[-1] if lines else code}; see {run_dir / 'evaluate.log'}"
 
 
 def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: Path, *, slots: list[dict[str, str]],
