@@ -63,6 +63,22 @@ def _train_on_node(run: dict[str, Any], sweep_dir: str, config_text: str, evalua
         time.sleep(2.0)
 
 
+def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
+    """Refuse a ``host:port`` address where nothing listens: ``ray.init`` would retry it for minutes.
+
+    Raises:
+        ConfigError: no connection to the address within ``timeout`` seconds.
+    """
+    host, _, port = (address or "").rpartition(":")
+    if not host or "://" in address or not port.isdigit():  # none (a local cluster), "auto", ray:// clients
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ConfigError("--address", address, f"the address of a running Ray cluster (cannot connect: {exc})",
+                          "command line") from None
+
+
 class RayRunner:
     """Trains each run as a Ray task; :func:`ablate.sweep.launch.launch` uses its ``slots`` and ``train``."""
 
@@ -81,9 +97,10 @@ class RayRunner:
         """
         ray = _ray()
         if not dry_run and not ray.is_initialized():
+            address = address or os.environ.get("RAY_ADDRESS") or None
+            _check_reachable(address)
             try:
-                ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, log_to_driver=False,
-                         include_dashboard=False)
+                ray.init(address=address, log_to_driver=False, include_dashboard=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise ConfigError("--address", address or os.environ.get("RAY_ADDRESS"),
                                   f"the address of a running Ray cluster ({' '.join(str(exc).split())[:200]})",

@@ -155,3 +155,17 @@ def test_without_ray_the_backend_says_how_to_install_it(tmp_path):
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert 'pip install -e ".[ray]"' in out.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "sweeps").exists()  # nothing written
+
+
+def test_an_address_where_no_cluster_listens_is_one_line_and_exit_2(tmp_path):
+    """Not minutes of ray.init retrying: a connection check first, one line, nothing written."""
+    pytest.importorskip("ray")
+    address = "127.0.0.1:1"  # nothing listens on port 1
+    path = _sweep_file(tmp_path, "- {name: a}")
+    out = subprocess.run([sys.executable, "-m", "ablate.cli", "sweep", str(path), "--backend", "ray", "--address", address],
+                         cwd=tmp_path, env={**os.environ, **LOOPBACK}, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1].endswith(
+        f"--address='{address}' is not allowed; expected the address of a running Ray cluster "
+        "(cannot connect: [Errno 111] Connection refused)")
+    assert not (tmp_path / "sweeps").exists()
