@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ablate.errors import ConfigError
 from ablate.runs.files import read_metrics, read_result
+from ablate.stats.design import Design
 
 PENDING = "pending"  # planned, no result.json yet
 # Top-level entries of result.json that ``ablate evaluate`` adds after training, reported with the final metrics:
@@ -25,6 +28,7 @@ PENDING = "pending"  # planned, no result.json yet
 EVALUATED = re.compile(r"^(test/bleu|val/loss@\d+x)$")
 FINISHED = "finished"
 FAILED = "failed"
+STOPPED = "stopped"  # ended early by hyperband: not an outcome of its variant
 GOALS = ("minimize", "maximize")
 PLAN_KEYS = ("name", "metric", "runs")
 RUN_KEYS = ("id", "variant")
@@ -40,6 +44,7 @@ class Plan:
     base_variant: str
     varied_keys: tuple[str, ...]
     runs: tuple[dict[str, Any], ...]
+    design: Design = Design()  # how rows are compared with the base (a fixed design when the plan names none)
 
 
 @dataclass(frozen=True)
@@ -68,13 +73,26 @@ class RunRow:
     def finished(self) -> bool:
         return self.status == FINISHED
 
+    @property
+    def ended(self) -> bool:
+        """Finished or failed: an outcome of its variant (a run still going, or stopped early, is not one)."""
+        return self.status in (FINISHED, FAILED)
+
+    def outcome(self, key: str) -> float | None:
+        """The run as an outcome on ``key``: its value when it finished, NaN when it failed, None when it has not
+        ended or never logged ``key``."""
+        if self.status == FAILED:
+            return math.nan
+        return self.value(key) if self.status == FINISHED else None
+
     def value(self, key: str) -> float | None:
-        """The run's *final* value of ``key``, falling back to its best; None when neither is finite."""
-        for source in (self.final, self.best):
-            value = _finite(source.get(key))
-            if value is not None:
-                return value
-        return None
+        """The run's *final* value of ``key``, its best when the final lacks it; None when that is not finite."""
+        return _finite((self.final if key in self.final else self.best).get(key))
+
+    def diverged(self, key: str) -> bool:
+        """It logged ``key`` (final, else best) as NaN or infinite."""
+        source = self.final if key in self.final else self.best
+        return key in source and _finite(source[key]) is None
 
 
 def _finite(value: Any) -> float | None:
@@ -113,7 +131,11 @@ def read_plan(sweep_dir: Path) -> Plan:
         raise ConfigError("metric.goal", goal, f"one of {', '.join(GOALS)}", str(path))
     runs = tuple(data["runs"])
     base = data.get("base_variant") or (runs[0]["variant"] if runs else "")
-    return Plan(data["name"], metric["name"], goal, base, tuple(data.get("varied_keys", ())), runs)
+    design = data.get("design")
+    if design is not None and not isinstance(design, dict):
+        raise ConfigError("design", design, "a mapping written by ablate sweep", str(path))
+    return Plan(data["name"], metric["name"], goal, base, tuple(data.get("varied_keys", ())), runs,
+                Design.from_json(design) if design else Design())
 
 
 def read_curve(run_dir: Path, metric: str) -> tuple[tuple[int, float], ...]:
@@ -144,7 +166,7 @@ def read_run(sweep_dir: Path, entry: dict[str, Any], metric: str) -> RunRow:
     result = read_result(run_dir)
     if result is None:
         return RunRow(status=PENDING, parameters=entry.get("parameters"), **common)
-    return RunRow(
+    run = RunRow(
         status=str(result.get("status", PENDING)),
         step=result.get("step"),
         parameters=result.get("parameters", entry.get("parameters")),
@@ -159,6 +181,22 @@ def read_run(sweep_dir: Path, entry: dict[str, Any], metric: str) -> RunRow:
         curve=read_curve(run_dir, metric),
         **common,
     )
+    if run.finished and run.diverged(metric):  # a NaN or infinite result is a failure, whatever the run said
+        run = replace(run, status=FAILED, error=f"{metric} = {run.final.get(metric, run.best.get(metric))} at the end: "
+                      "the run diverged")
+    return run
+
+
+def outcomes(runs: Iterable[RunRow], metric: str) -> dict[int, float]:
+    """Ended runs by seed: a finished run's value of ``metric``, NaN for a failed one; runs of one seed averaged
+    (their finished values; NaN when all failed); a run without a seed counts as a seed of its own."""
+    by_seed: dict[int, list[float]] = {}
+    for i, run in enumerate(runs):
+        value = run.outcome(metric)
+        if value is not None:
+            by_seed.setdefault(run.seed if run.seed is not None else -1 - i, []).append(value)
+    return {seed: statistics.fmean(finite) if (finite := [v for v in values if not math.isnan(v)]) else math.nan
+            for seed, values in by_seed.items()}
 
 
 def read_runs(sweep_dir: Path, plan: Plan) -> list[RunRow]:

@@ -111,8 +111,8 @@ def render_html(report: Report) -> str:
     finals = figure("finals", plots.finals_svg(report),
                     f"(b) Final {report.metric} per variant, error bars: std over seeds; base highlighted.")
     deltas = figure("deltas", plots.deltas_svg(report),
-                    f"(c) Each variant minus the base, error bars: bootstrap interval of the difference over seeds; "
-                    "green: better, red: worse, grey: no detectable difference (Holm-corrected t-test).")
+                    f"(c) Each variant minus the base, error bars: its simultaneous interval ({report.design.describe()}); "
+                    "green: better, red: worse, blue: equivalent within the margin (dotted), grey: undecided.")
     runs = (f"<details><summary>All runs ({len(report.runs)})</summary>\n"
             f'<div class="scroll">{run_table(report)}</div>\n</details>')
     body = [header(report), "<h2>Variants</h2>", f'<div class="scroll">{variant_table(report)}</div>',

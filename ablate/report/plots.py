@@ -100,37 +100,43 @@ def finals_svg(report: Report) -> str:
     return to_svg(fig, salt=f"{report.name}-finals")
 
 
-DELTAS_TITLE = "Δ {metric} against the base, {confidence} bootstrap interval (colour: verdict)"
-VERDICT_COLORS = {"better": "#2ca02c", "worse": "#d62728"}
+DELTAS_TITLE = "Δ {metric} against the base, {interval} (colour: verdict)"
+VERDICT_COLORS = {"better": "#2ca02c", "worse": "#d62728", "equivalent": "#1f77b4", "not worse": "#7fbf7f",
+                  "not better": "#e89090"}
 
 
 def deltas_svg(report: Report) -> str:
-    """(c) Each variant's difference from the base with its bootstrap interval as error bars, coloured by verdict
-    (green better, red worse, grey no detectable difference); a variant with one seed has a point, no bar.
+    """(c) Each variant's difference from the base with its simultaneous interval as error bars, coloured by verdict
+    (green better, red worse, blue equivalent, grey undecided); the margin, when declared, as dotted lines. A variant
+    without an interval has a point, no bar.
 
     Returns:
         An ``<svg>`` element.
     """
-    from ablate.report.stats import ALPHA  # the interval's level
+    from ablate.report.text import interval_header
 
     rows = [row for row in report.variants if not row.is_base]
     fig = Figure(figsize=(7.5, max(2.2, 0.45 * len(rows) + 1.2)))
     ax = fig.add_subplot()
     for y, row in enumerate(rows):
         c = row.comparison
-        if c is None:
+        if c is None or c.diff is None:
             continue
         color = "#999999" if row.leaks_labels else VERDICT_COLORS.get(c.verdict, "#555555")
         err = [[c.diff - c.interval[0]], [c.interval[1] - c.diff]] if c.interval else None
         ax.errorbar([c.diff], [y], xerr=err, fmt="o", color=color, capsize=4, elinewidth=1.6, ms=6)
     ax.axvline(0.0, color=BASE_COLOR, lw=1, ls="--", alpha=0.7)
+    margins = {row.comparison.margin for row in rows if row.comparison and row.comparison.margin}
+    for m in sorted(margins)[:1]:
+        for x in (-m, m):
+            ax.axvline(x, color="#1f77b4", lw=1, ls=":", alpha=0.8)
     ax.set_yticks(range(len(rows)), [_label(row, sep=" ") for row in rows])
     ax.set_ylim(len(rows) - 0.5, -0.5)
     if not any(row.comparison for row in rows):
         _placeholder(ax, "no variant to compare with the base yet")
     better = "left" if report.goal == "minimize" else "right"
     ax.set(xlabel=f"Δ {report.metric} (better to the {better})",
-           title=DELTAS_TITLE.format(metric=report.metric, confidence=f"{1 - ALPHA:.0%}"))
+           title=DELTAS_TITLE.format(metric=report.metric, interval=interval_header(report)))
     ax.grid(axis="x", alpha=0.3)
     return to_svg(fig, salt=f"{report.name}-deltas")
 

@@ -17,8 +17,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ablate.report.collect import FAILED, FINISHED, RunRow, read_plan, read_runs
-from ablate.report.stats import Comparison, compare, compare_all
+from ablate.report.collect import FAILED, FINISHED, STOPPED, RunRow, outcomes, read_plan, read_runs
+from ablate.stats.compare import Comparison, compare, compare_rows
+from ablate.stats.design import Design
 
 TABLE_METRICS = ("val/loss", "val/ppl")
 BLEU = "val/bleu"
@@ -71,7 +72,7 @@ class VariantRow:
     """One variant (one row of the table): its varied values and its statistics over seeds.
 
     ``metrics`` maps each metric column (and the headline metric) to its Stat, None when no run
-    finished. ``delta`` is the headline mean minus the base variant's, None when either is unknown.
+    finished. ``delta`` is the comparison's Δ (row minus base, over the seeds it pairs), None when there is none.
     """
 
     name: str
@@ -129,6 +130,7 @@ class Report:
     runs: tuple[RunRow, ...]
     sweep_dir: Path
     date: str
+    design: Design = Design()  # how the rows were compared with the base (``rows``: the family's size)
 
     @property
     def has_bleu(self) -> bool:
@@ -185,41 +187,38 @@ def variant_row(name: str, runs: list[RunRow], keys: tuple[str, ...], *, is_base
     )
 
 
-def with_deltas(rows: list[VariantRow], metric: str) -> list[VariantRow]:
-    """Each row with ``delta`` = its headline mean minus the base row's (None if either is missing)."""
-    base = next((row.metrics[metric] for row in rows if row.is_base), None)
+def going(row: VariantRow) -> bool:
+    """Some run of the row has not ended yet (its numbers are interim)."""
+    return any(run.status not in (FINISHED, FAILED, STOPPED) for run in row.runs)
+
+
+LEAKS = "not comparable: its mask leaks labels"
+
+
+def with_comparisons(rows: list[VariantRow], metric: str, goal: str, design: Design) -> tuple[list[VariantRow], Design]:
+    """Each variant but the base with its comparison against the base (:mod:`ablate.stats.compare`), each at its
+    share of the family's error: the family is every planned variant but the base whose mask does not leak labels.
+    A leaking variant is shown its Δ, untested. Returns the rows, their ``delta`` set, and the design."""
+    base = next((row for row in rows if row.is_base), None)
+    others = [row for row in rows if not row.is_base]
+    design = replace(design, rows=max(1, sum(not row.leaks_labels for row in others)))
+    if base is None:
+        return rows, design
+    ended = {row.name: outcomes(row.runs, metric) for row in rows}
+    base_outcomes = ended[base.name]
+    found = compare_rows({row.name: ended[row.name] for row in others if not row.leaks_labels
+                          and ended[row.name] and base_outcomes},
+                         base_outcomes, design, goal, {row.name: going(row) or going(base) for row in others})
+    for row in others:
+        if row.leaks_labels and ended[row.name] and base_outcomes:
+            c = compare(ended[row.name], base_outcomes, design, goal)
+            found[row.name] = replace(c, verdict=LEAKS, interval=None, p=None, level=None, decided_at=None)
     out = []
     for row in rows:
-        stat = row.metrics[metric]
-        delta = stat.mean - base.mean if stat is not None and base is not None else None
-        out.append(replace(row, delta=delta))
-    return out
-
-
-def by_seed(row: VariantRow, metric: str) -> dict[int, float]:
-    """The headline value of each finished run of a variant, by seed (a run without one gets its own key)."""
-    values = {}
-    for i, run in enumerate(r for r in row.runs if r.finished):
-        value = run.value(metric)
-        if value is not None:
-            values[run.seed if run.seed is not None else -1 - i] = value
-    return values
-
-
-def with_comparisons(rows: list[VariantRow], metric: str, goal: str) -> list[VariantRow]:
-    """Each variant but the base with its comparison against the base (:mod:`ablate.report.stats`). A variant whose
-    mask leaks labels is compared, for its difference, but not tested: it stays out of Holm's family."""
-    base = next((row for row in rows if row.is_base), None)
-    if base is None:
-        return rows
-    others = [row for row in rows if not row.is_base]
-    found = compare_all({row.name: by_seed(row, metric) for row in others if not row.leaks_labels},
-                        by_seed(base, metric), goal)
-    for row in others:
-        if row.leaks_labels and by_seed(row, metric) and by_seed(base, metric):
-            c = compare(by_seed(row, metric), by_seed(base, metric), goal)
-            found[row.name] = replace(c, p=None, p_holm=None)
-    return [replace(row, comparison=found.get(row.name)) for row in rows]
+        c = found.get(row.name)
+        delta = 0.0 if row.is_base and row.metrics[metric] is not None else (c.diff if c else None)
+        out.append(replace(row, comparison=c, delta=delta))
+    return out, design
 
 
 def build_report(sweep_dir: Path, *, now: datetime | None = None) -> Report:
@@ -243,6 +242,7 @@ def build_report(sweep_dir: Path, *, now: datetime | None = None) -> Report:
     keys = metric_keys(runs, plan.metric)
     rows = [variant_row(name, group, keys, is_base=name == plan.base_variant)
             for name, group in group_by_variant(runs).items()]
+    rows, design = with_comparisons(rows, plan.metric, plan.goal, plan.design)
     return Report(
         name=plan.name,
         metric=plan.metric,
@@ -250,8 +250,9 @@ def build_report(sweep_dir: Path, *, now: datetime | None = None) -> Report:
         base_variant=plan.base_variant,
         varied_keys=plan.varied_keys,
         metric_keys=keys,
-        variants=tuple(with_comparisons(with_deltas(rows, plan.metric), plan.metric, plan.goal)),
+        variants=tuple(rows),
         runs=tuple(runs),
         sweep_dir=sweep_dir,
         date=(now or datetime.now()).strftime("%Y-%m-%d %H:%M"),
+        design=design,
     )

@@ -10,8 +10,9 @@ import csv
 import io
 from typing import Any
 
-from ablate.report.stats import ALPHA, POWER, UNTESTED
-from ablate.report.table import BLEU, LENGTH, TEST_BLEU, Report, Stat, VariantRow
+from ablate.report.table import BLEU, LEAKS, LENGTH, TEST_BLEU, Report, Stat, VariantRow
+from ablate.stats.compare import Comparison
+from ablate.stats.planning import MAX_PLANNED, POWER, SD_CONFIDENCE
 
 LABELS = {"val/loss": "val loss", "val/ppl": "val PPL", BLEU: "val BLEU", TEST_BLEU: "test BLEU", "val/acc": "val acc"}
 FORMATS = {"val/loss": ".3f", "val/ppl": ".2f", BLEU: ".2f", TEST_BLEU: ".2f", "val/acc": ".3f"}
@@ -68,17 +69,18 @@ def one_line(text: str, limit: int | None = None) -> str:
     return flat if limit is None or len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-LEAKS = "not comparable: its mask leaks labels"
-CONFIDENCE = f"{1 - ALPHA:.0%}"
-FEW_SEEDS = 5  # below this many runs on a side, a bootstrap interval is marked as too narrow
+def interval_header(report: Report) -> str:
+    return f"{1 - report.design.alpha:.0%} CI (simult.)"
 
 
 def display_headers(report: Report) -> list[str]:
     """Column titles of the displayed table."""
     metrics = [label(key) for key in report.metric_keys]
+    design = report.design
+    extra = (["decided at"] if design.sequential else []) + ([f"seeds for ±{design.margin}"] if design.margin else [])
     return ["variant", *short_labels(report.varied_keys), "params", *metrics,
-            f"Δ {label(report.metric)}", f"{CONFIDENCE} CI", "p (Holm)", "P(better)", "verdict",
-            "seeds needed", "tokens/s", "wall time", "runs", "failures"]
+            f"Δ {label(report.metric)}", interval_header(report), "p (adj.)", "seeds better", "verdict", "pairs",
+            "detectable Δ", *extra, "tokens/s", "wall time", "runs", "failed"]
 
 
 def text_columns(report: Report) -> set[int]:
@@ -110,42 +112,100 @@ def display_cells(report: Report, row: VariantRow, *, error_limit: int | None = 
     metrics = [metric_cell(row, key) for key in report.metric_keys]
     spec = FORMATS.get(report.metric, NUMBER)
     delta = "—" if row.delta is None else ("base" if row.is_base else f"{row.delta:+{spec}}")
-    failures = f"{row.n_failed}: {one_line(row.first_error, error_limit)}" if row.n_failed else ""
+    ended = row.n_finished + row.n_failed
+    failed = f"{row.n_failed}/{ended}: {one_line(row.first_error, error_limit)}" if row.n_failed else ""
     return [row.name, *(format_value(row.varied.get(k)) for k in report.varied_keys), format_count(row.parameters),
-            *metrics, delta, *comparison_cells(row, spec), format_count(row.tokens_per_s.mean if row.tokens_per_s else None),
+            *metrics, delta, *comparison_cells(report, row, spec),
+            format_count(row.tokens_per_s.mean if row.tokens_per_s else None),
             format_duration(row.wall_time_s.mean if row.wall_time_s else None),
-            f"{row.n_finished}/{row.n_runs}", failures]
+            f"{row.n_finished}/{row.n_runs}", failed]
 
 
-def comparison_cells(row: VariantRow, spec: str) -> list[str]:
-    """The interval of Δ, the Holm-corrected p-value, P(better), the verdict and the seeds a verdict needs."""
+def verdict_text(report: Report, row: VariantRow, spec: str = ".3g") -> str:
+    """The verdict as the table says it: why a row is untested or undecided, and whether it is interim."""
+    c = row.comparison
+    if row.leaks_labels:
+        return LEAKS
+    text = c.verdict
+    if c.on_failures:
+        text += " (fails more often)" if c.verdict == "worse" else " (fails less often)"
+    elif c.verdict == "undecided" and c.reason:
+        text += " (fails more often)" if c.failed[0] * c.failed[3] > c.failed[2] * c.failed[1] else \
+            " (the base fails more often)"
+    elif c.verdict == "undecided" and c.resolved is not None:
+        text += f" (|Δ| < {c.resolved:{spec}})"
+    elif c.verdict == "equivalent" and c.interval[0] * c.interval[1] > 0:  # inside the margin, yet not 0
+        worse = (c.interval[0] > 0) == (report.goal == "minimize")
+        text += f" ({'worse' if worse else 'better'}, by less than the margin)"
+    return text + (" (interim)" if c.interim else "")
+
+
+def pairs_text(c: Comparison) -> str:
+    """``3 paired``, ``4 of 5 paired`` (seeds both sides ended, of the row's), ``3 vs 4 unpaired``."""
+    if not c.paired:
+        return f"{c.n} vs {c.m} unpaired"
+    return f"{c.n} paired" if c.n == c.ended else f"{c.n} of {c.ended} paired"
+
+
+def seeds_range(seeds: tuple[int | None, int | None] | None) -> str:
+    """``6–13`` (observed sd to its upper bound), ``6``, ``>1000``."""
+    if seeds is None:
+        return ""
+    lo, hi = (f">{MAX_PLANNED}" if n is None else str(n) for n in seeds)
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def comparison_cells(report: Report, row: VariantRow, spec: str) -> list[str]:
+    """The interval, the adjusted p, the seeds better, the verdict, the pairs, the detectable Δ, when it was decided
+    (sequential designs) and the seeds a margin needs (with a margin)."""
+    extra = [report.design.sequential, report.design.margin is not None].count(True)
     if row.is_base:
-        return ["", "", "", "base", ""]
+        return ["", "", "", "base", "", "", *[""] * extra]
     c = row.comparison
     if c is None:
-        return ["—", "—", "—", "—" if not row.leaks_labels else LEAKS, ""]
-    few = "*" if min(c.n, c.m) < FEW_SEEDS else ""
-    interval = f"[{c.interval[0]:+{spec}}, {c.interval[1]:+{spec}}]{few}" if c.interval else "—"
-    p = "—" if c.p_holm is None else (f"{c.p_holm:.3f}" if c.p_holm >= 0.001 else "<0.001")
-    verdict = LEAKS if row.leaks_labels else (f"{UNTESTED} (n={c.n}, base n={c.m})" if c.verdict == UNTESTED
-                                              else c.verdict)
-    needed = "" if c.seeds_needed is None else str(c.seeds_needed)
-    return [interval, p, f"{c.prob_improvement:.2f}", verdict, needed]
+        return ["—", "—", "—", LEAKS if row.leaks_labels else "—", "", "", *[""] * extra]
+    interval = f"[{c.interval[0]:+{spec}}, {c.interval[1]:+{spec}}]" if c.interval else "—"
+    p = "—" if c.p is None else (f"{c.p:.3f}" if c.p >= 0.001 else "<0.001")
+    cells = [interval, p, c.better or "—", verdict_text(report, row), pairs_text(c),
+             "" if c.detectable is None else f"{c.detectable:{spec}}"]
+    if report.design.sequential:
+        cells.append("" if c.decided_at is None else f"{c.decided_at} seeds")
+    if report.design.margin is not None:
+        cells.append(seeds_range(c.seeds_for_margin))
+    return cells
 
 
 def legend(report: Report) -> str:
     """What the numbers mean."""
     better = "lower" if report.goal == "minimize" else "higher"
-    text = (f"Mean ± sample std over the finished seeds of each variant (final value, else best); "
-            f"runs = finished/planned; Δ = {report.metric} mean minus the base variant "
-            f"'{report.base_variant}' ({report.goal}: {better} is better), per seed when both ran the same seeds; "
-            f"{CONFIDENCE} CI: percentile bootstrap of Δ over seeds; p: paired (same seeds) or Welch t-test, "
-            f"Holm-corrected across the rows; verdict at alpha = {ALPHA}; P(better): probability of improvement "
-            f"(Agarwal et al. 2021); seeds needed: per variant, for {POWER:.0%} power against the observed Δ.")
-    if any(row.comparison and row.comparison.interval and min(row.comparison.n, row.comparison.m) < FEW_SEEDS
-           for row in report.variants):
-        text += (f" * Fewer than {FEW_SEEDS} seeds on a side: the bootstrap only resamples the values it has, so the "
-                 "interval is narrower than the uncertainty; the verdict (t-test) is the answer.")
+    d = report.design
+    alpha = f"{d.alpha:.0%}"
+    text = (f"Mean ± sample std over the finished seeds of each variant (final value, else best); runs = finished/"
+            f"planned; failed = failed/ended runs (an exception, or a NaN or infinite {report.metric}) and the first "
+            f"error. Δ = {report.metric} of the row minus the base '{report.base_variant}', over the seeds both "
+            f"finished ({report.goal}: {better} is better). {interval_header(report)}: {d.describe()}. Each interval "
+            f"is its row's test inverted (paired t on the seeds both ended; Welch's t when fewer than two pairs), "
+            f"at the row's share of the error, so the verdicts of the table are wrong together with probability at "
+            f"most {alpha}. Verdicts: better / worse: the interval excludes 0")
+    if d.margin is not None:
+        text += (f"; equivalent: it lies inside ±{d.margin} (the sweep's margin); not worse / not better: it "
+                 f"excludes a loss / a gain of the margin")
+    text += ("; undecided (|Δ| < x): every Δ the interval allows is within ±x. p (adj.): the smallest family error "
+             "at which the interval would exclude 0. seeds better: seeds on which the row beat the base (paired), "
+             f"else P(row beats base) over all pairs of runs (Agarwal et al. 2021). detectable Δ: the smallest |Δ| "
+             f"the row's test finds with {POWER:.0%} power, its sd at a {SD_CONFIDENCE:.0%} upper confidence bound.")
+    if d.sequential:
+        text += (" decided at: the seeds at the look that decided the row (no seed is added to it after); a row "
+                 "still undecided got seeds up to the budget.")
+    if d.margin is not None:
+        text += (f" seeds for ±{d.margin}: seeds a fixed design needs to decide the margin with {POWER:.0%} power "
+                 "(sd as observed – at its upper bound).")
+    if any(row.n_failed for row in report.variants):
+        text += (" A row that fails more often than the base is never found better from its survivors alone (nor the "
+                 "base from its); once a row or the base has a failed run, half of its remaining error goes to "
+                 "Fisher's exact test of the failure counts, which can decide the row on that ground.")
+    if any(c.interim for row in report.variants if (c := row.comparison)):
+        text += " interim: runs are still going; the verdict is final once every planned run has ended."
     if any(LENGTH.match(k) for k in report.metric_keys):
         text += (" val loss Nx: val loss on blocks N times the training length, the same tokens at every N "
                  "(ablate evaluate).")
@@ -162,6 +222,18 @@ def legend(report: Report) -> str:
     return text
 
 
+def design_note(report: Report) -> str:
+    """The design in one line: family, level, seeds, margin."""
+    margin = f"; margin ±{report.design.margin}" if report.design.margin is not None else "; no margin declared"
+    return report.design.describe() + margin
+
+
+def notes(report: Report) -> list[str]:
+    """One line per row whose verdict needs a reason (failed runs, too few seeds, no spread)."""
+    return [f"{row.name}: {row.comparison.reason}." for row in report.variants
+            if row.comparison is not None and row.comparison.reason and not row.leaks_labels]
+
+
 def status_note(report: Report) -> str:
     """``7 runs: 4 finished, 1 failed, 1 running, 1 pending.``"""
     counts = report.status_counts()
@@ -174,12 +246,13 @@ def format_markdown(report: Report) -> str:
     headers = display_headers(report)
     left = text_columns(report)
     lines = [f"# {report.name}: {report.metric} ({report.goal})", "", f"{report.date} · {status_note(report)}", "",
+             f"Comparisons: {design_note(report)}", "",
              "| " + " | ".join(headers) + " |",
              "|" + "|".join("---" if i in left else "---:" for i in range(len(headers))) + "|"]
     for row in report.variants:
         cells = [cell.replace("|", "\\|") for cell in display_cells(report, row)]
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join([*lines, "", legend(report), ""])
+    return "\n".join([*lines, "", *notes(report), legend(report), ""])
 
 
 def format_terminal(report: Report) -> str:
@@ -200,8 +273,9 @@ def format_terminal(report: Report) -> str:
         padded = (c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
         return "  ".join(padded).rstrip()
 
-    out = [f"{report.name}: {report.metric} ({report.goal})  {report.date}", "",
-           line(headers), line(["-" * w for w in widths]), *map(line, rows), "", legend(report), status_note(report)]
+    out = [f"{report.name}: {report.metric} ({report.goal})  {report.date}", f"comparisons: {design_note(report)}", "",
+           line(headers), line(["-" * w for w in widths]), *map(line, rows), "", *notes(report), legend(report),
+           status_note(report)]
     out += [f"failed in {row.name}: {one_line(row.first_error)}" for row in report.variants if row.n_failed]
     return "\n".join(out) + "\n"
 
@@ -210,8 +284,9 @@ def _stat_fields(stat: Stat | None) -> list[Any]:
     return [stat.mean, stat.std, stat.n] if stat else [None, None, 0]
 
 
-COMPARISON = ("ci_low", "ci_high", "p", "p_holm", "paired", "prob_improvement", "verdict", "seeds_needed",
-              "leaks_labels", "matched_by", "matched_value")
+COMPARISON = ("ci_low", "ci_high", "ci_level", "p_adj", "paired", "pairs", "seeds_better", "verdict", "decided_at",
+              "detectable_delta", "margin", "seeds_for_margin_low", "seeds_for_margin_high", "failed", "ended",
+              "base_failed", "base_ended", "failure_p", "leaks_labels", "matched_by", "matched_value")
 
 
 def table_columns(report: Report) -> list[str]:
@@ -224,10 +299,13 @@ def table_columns(report: Report) -> list[str]:
 
 def _comparison_fields(row: VariantRow) -> list[Any]:
     c, m = row.comparison, row.matched or {}
-    fields = [None] * 8 if c is None else [
-        *(c.interval or (None, None)), c.p, c.p_holm, c.paired, c.prob_improvement, c.verdict, c.seeds_needed]
-    if row.is_base:
-        fields[6] = "base"
+    if c is None:
+        fields: list[Any] = [None] * (len(COMPARISON) - 3)
+        fields[COMPARISON.index("verdict")] = "base" if row.is_base else None
+    else:
+        fields = [*(c.interval or (None, None)), c.level, c.p, c.paired, c.n, c.better,
+                  LEAKS if row.leaks_labels else c.verdict, c.decided_at, c.detectable, c.margin,
+                  *(c.seeds_for_margin or (None, None)), *c.failed, c.failure_p]
     return [*fields, row.leaks_labels, m.get("by"), m.get("value")]
 
 

@@ -71,10 +71,15 @@ def test_means_and_sample_stds_over_the_finished_seeds(report):
     assert (base.wall_time_s.mean, base.wall_time_s.std) == pytest.approx((70.0, 10.0))
 
 
-def test_delta_is_the_headline_mean_minus_the_base_mean(report):
-    assert [row.delta for row in report.variants] == [pytest.approx(0.0), pytest.approx(0.75), None]
-    cells = dict(zip(display_headers(report), display_cells(report, variant(report, "h1"))))
-    assert cells["Δ val loss"] == "+0.750" and cells["val loss"] == "2.750 ± 0.354"
+def test_delta_is_over_the_seeds_both_finished_the_values_of_the_comparison(report):
+    """h1's seed 2 failed: Δ pairs seeds 0 and 1 (2.5 - 1.5, 3.0 - 2.0), as its comparison does; the val loss
+    column still averages every finished seed of each row."""
+    assert [row.delta for row in report.variants] == [pytest.approx(0.0), pytest.approx(1.0), None]
+    h1 = variant(report, "h1")
+    assert h1.comparison.diff == h1.delta and h1.comparison.n == 2 and h1.comparison.failed == (1, 3, 0, 3)
+    cells = dict(zip(display_headers(report), display_cells(report, h1)))
+    assert cells["Δ val loss"] == "+1.000" and cells["val loss"] == "2.750 ± 0.354"
+    assert cells["pairs"] == "2 of 3 paired" and cells["verdict"] == "cannot test"  # 1.0 on both seeds: no spread
 
 
 def test_a_variant_without_a_finished_run_is_pending_not_zero(report):
@@ -92,7 +97,7 @@ def test_failures_are_counted_with_the_first_error(report):
     h1 = variant(report, "h1")
     assert (h1.n_failed, h1.first_error, h1.status) == (1, ERROR, "partial")
     cells = dict(zip(display_headers(report), display_cells(report, h1)))
-    assert cells["failures"] == "1: RuntimeError: loss is nan | at step 100 (see traceback)"
+    assert cells["failed"] == "1/3: RuntimeError: loss is nan | at step 100 (see traceback)"
     assert report.status_counts() == {"finished": 5, "failed": 1, "pending": 1, "running": 1}
 
 
@@ -125,7 +130,7 @@ def test_test_bleu_from_ablate_evaluate_is_a_column(fabricate):
 def test_a_headline_metric_outside_the_table_gets_its_own_column(fabricate):
     report = build_report(fabricate(metric="val/acc", goal="maximize"))
     assert report.metric_keys == ("val/loss", "val/ppl", "val/bleu", "val/acc")
-    assert [row.delta for row in report.variants] == [pytest.approx(0.0), pytest.approx(-0.125), None]
+    assert [row.delta for row in report.variants] == [pytest.approx(0.0), pytest.approx(-0.25), None]  # paired
     assert "maximize: higher is better" in format_markdown(report)
 
 
@@ -158,7 +163,8 @@ def test_table_csv_round_trips_every_number(report, written):
                 assert (float(got[f"{key}_mean"]), float(got[f"{key}_std"])) == (stat.mean, stat.std)
     h1 = rows["h1"]
     assert h1["model.n_heads"] == "1" and h1["status"] == "partial" and h1["first_error"] == ERROR
-    assert float(h1["val/loss_delta"]) == pytest.approx(0.75) and rows["h16"]["val/loss_delta"] == ""
+    assert float(h1["val/loss_delta"]) == pytest.approx(1.0) and rows["h16"]["val/loss_delta"] == ""
+    assert (h1["failed"], h1["ended"], h1["base_failed"], h1["base_ended"]) == ("1", "3", "0", "3")
 
 
 def test_runs_csv_has_one_row_per_planned_run(written):

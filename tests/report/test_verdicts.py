@@ -1,0 +1,97 @@
+"""The report's verdict columns on sweep directories with known values: diverged runs counted as failed, duplicate
+seeds averaged before Δ, the family's size, the design read from plan.json, every format saying the same."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from ablate.report import build_report, format_markdown, format_terminal
+from ablate.report.text import display_cells, display_headers
+from ablate.stats.design import Design, Margin
+
+
+def make(root: Path, values: dict[str, list[tuple[int, float | str]]], *, design: Design | None = None,
+         leaks: tuple[str, ...] = ()) -> Path:
+    """A sweep whose runs ended with these final val/loss values; "failed" for a run that raised, "running"."""
+    runs = []
+    for variant, seeds in values.items():
+        for i, (seed, value) in enumerate(seeds):
+            rid = f"{variant}-{seed}-{i}"
+            runs.append({"id": rid, "variant": variant, "seed": seed, "varied": {}, "run_dir": f"runs/{rid}",
+                         "leaks_labels": variant in leaks})
+            run_dir = root / "runs" / rid
+            run_dir.mkdir(parents=True)
+            if value == "failed":
+                result = {"status": "failed", "error": "RuntimeError: boom"}
+            elif value == "running":
+                result = {"status": "running"}
+            else:
+                result = {"status": "finished", "final": {"val/loss": value}}
+            (run_dir / "result.json").write_text(json.dumps(result))  # NaN and inf as Python's json writes them
+    plan = {"name": "v", "metric": {"name": "val/loss", "goal": "minimize"}, "base_variant": "base", "runs": runs}
+    if design is not None:
+        plan["design"] = design.to_json()
+    (root / "plan.json").write_text(json.dumps(plan))
+    return root
+
+
+def row(report, name):
+    return next(r for r in report.variants if r.name == name)
+
+
+def cells(report, name):
+    return dict(zip(display_headers(report), display_cells(report, row(report, name))))
+
+
+BASE = [(0, 2.00), (1, 2.10), (2, 1.95), (3, 2.05)]
+
+
+def test_a_finished_run_with_a_nan_loss_is_a_failed_run(tmp_path):
+    report = build_report(make(tmp_path, {"base": BASE, "v": [(0, 2.5), (1, math.nan), (2, 2.6), (3, math.inf)]}))
+    v = row(report, "v")
+    assert (v.n_finished, v.n_failed) == (2, 2) and v.metrics["val/loss"].n == 2
+    assert v.comparison.failed == (2, 4, 0, 4) and "diverged" in v.first_error
+    assert cells(report, "v")["failed"].startswith("2/4: val/loss = nan at the end")
+
+
+def test_duplicate_seeds_are_averaged_before_the_difference(tmp_path):
+    """Two runs of seed 0 (2.2 and 3.0): one value 2.6 for the seed; Δ, the interval's centre and the verdict all
+    come from those values."""
+    report = build_report(make(tmp_path, {"base": BASE, "v": [(0, 2.2), (0, 3.0), (1, 2.7), (2, 2.5), (3, 2.6)]}))
+    c = row(report, "v").comparison
+    d = [2.6 - 2.0, 2.7 - 2.1, 2.5 - 1.95, 2.6 - 2.05]
+    assert c.n == 4 and c.diff == pytest.approx(sum(d) / 4) == pytest.approx(sum(c.interval) / 2)
+    assert row(report, "v").delta == c.diff and c.verdict == "worse"
+
+
+def test_the_family_is_every_compared_row_and_leaking_rows_stay_out(tmp_path):
+    values = {"base": BASE, "a": [(s, v + 0.5 + 0.01 * s) for s, v in BASE], "b": [(s, v - 0.01 * s) for s, v in BASE],
+              "leak": [(s, 0.1) for s, _ in BASE]}
+    report = build_report(make(tmp_path, values, leaks=("leak",)))
+    assert report.design.rows == 2
+    assert row(report, "a").comparison.level == pytest.approx(1 - 0.05 / 2)
+    assert cells(report, "leak")["verdict"] == "not comparable: its mask leaks labels"
+    assert "simultaneous 95% over 2 rows" in format_terminal(report) and "95% CI (simult.)" in format_markdown(report)
+
+
+def test_the_design_comes_from_the_plan(tmp_path):
+    design = Design(alpha=0.1, margin=Margin(0.2), first=(0, 1, 2), max_seeds=6)
+    values = {"base": BASE, "v": [(s, v + 0.01 * (1 + s % 2)) for s, v in BASE],  # Δ 0.01, 0.02, 0.01, 0.02
+              "w": [(s, v + 0.1 + 0.005 * s) for s, v in BASE]}  # Δ about 0.1: real, yet inside the margin
+    report = build_report(make(tmp_path, values, design=design))
+    assert cells(report, "w")["verdict"] == "equivalent (worse, by less than the margin)"
+    assert report.design.sequential and report.design.margin == Margin(0.2) and report.design.alpha == 0.1
+    headers = display_headers(report)
+    assert "decided at" in headers and "seeds for ±0.2" in headers
+    c = row(report, "v").comparison
+    assert c.verdict == "equivalent" and c.decided_at == 3 and cells(report, "v")["decided at"] == "3 seeds"
+    assert cells(report, "v")["verdict"] == "equivalent" and c.interval[0] < 0 < c.interval[1]
+
+
+def test_runs_still_going_make_a_verdict_interim(tmp_path):
+    report = build_report(make(tmp_path, {"base": BASE, "v": [(0, 3.0), (1, 3.1), (2, 2.9), (3, "running")]}))
+    assert row(report, "v").comparison.interim and cells(report, "v")["verdict"].endswith("(interim)")
