@@ -51,6 +51,9 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
                        help="runs sharing each GPU (auto: as many as its free memory holds); default 1")
     sweep.add_argument("--dry-run", action="store_true", help="print the run matrix and run nothing")
     sweep.add_argument("--retry-failed", action="store_true", help="run failed runs again")
+    sweep.add_argument("--max-seeds", type=int, default=None, metavar="N",
+                       help="sequential design: add seeds to undecided rows, up to N each (the sweep's "
+                            "decide.max_seeds)")
     sweep.add_argument("--out", metavar="DIR", help="sweep directory (default sweeps/<name>)")
     sweep.add_argument("--backend", choices=["local", "wandb", "ray"], default="local",
                        help="local pool (default), W&B's controller and agents, or a Ray cluster")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from ablate.errors import ConfigError
@@ -63,12 +64,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     _check(args)
     sweep = load_sweep(args.sweep)
+    if args.max_seeds is not None:
+        from ablate.sweep.decide import check_max_seeds, check_sequential
+
+        sweep.decide = replace(sweep.decide, max_seeds=check_max_seeds(args.max_seeds, "--max-seeds", "command line"))
+        check_sequential(sweep, "--max-seeds")
     if sweep.ignored:
         print(f"ablate: warning: {sweep.path}: {', '.join(sweep.ignored)} not used: ablate runs its own training "
               "(ablate train) for every run", file=sys.stderr)
     if args.backend == "wandb":
         from ablate.sweep.wandb_backend import start_wandb_sweep
 
+        if sweep.decide.max_seeds:
+            raise ConfigError("decide.max_seeds", sweep.decide.max_seeds, "no sequential design with --backend wandb: "
+                              "W&B's agents take points, not looks (run it locally or with --backend ray)",
+                              str(sweep.path))
         return start_wandb_sweep(sweep, extra=args.overrides, dry_run=args.dry_run)
     runner = None
     if args.backend == "ray":

@@ -9,7 +9,9 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from ablate.sweep.plan import Planner, PlannedRun, base_variant, default_sweep_dir, read_planned, run_config, write_plan
+from ablate.sweep.decide import design_of
 from ablate.sweep.queue import BayesQueue, RunQueue
+from ablate.sweep.sequential import SequentialQueue, family
 from ablate.model.memory import training_bytes
 from ablate.sweep.runner import Outcome, execute, pending, slots
 from ablate.sweep.spec import Sweep
@@ -27,6 +29,10 @@ def format_matrix(sweep: Sweep, runs: list[PlannedRun]) -> str:
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
     count = f"{len(runs)} runs" if sweep.method != "bayes" else \
         f"up to {sweep.n_samples() * len(sweep.seeds)} runs, chosen as runs finish; the first point's"
+    if sweep.decide.max_seeds:
+        n = sweep.decide.max_seeds
+        count += (f" to start (sequential design: a seed at a time to undecided rows, up to {n} seeds each, "
+                  f"{len({r.variant for r in runs}) * n} runs at most)")
     title = f"sweep {sweep.name}: {count}, method {sweep.method}, metric {sweep.metric['name']} ({sweep.metric['goal']})"
     return "\n".join([title, *lines, "", *variant_notes(runs)])
 
@@ -80,16 +86,21 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     sweep_dir.mkdir(parents=True, exist_ok=True)
     if sweep.path.resolve() != (sweep_dir / "sweep.yaml").resolve():
         shutil.copyfile(sweep.path, sweep_dir / "sweep.yaml")
-    write_plan(sweep, sweep_dir, runs)
     evaluate = sweep.evaluate_options()
     todo, settled = pending(runs, sweep_dir, retry_failed, evaluate)
     todo_ids = {r.id for r in todo}
-    earlier = [r for r in runs if r.id not in todo_ids]  # ended in an earlier launch
+    save = lambda all_runs: write_plan(sweep, sweep_dir, all_runs)  # noqa: E731
     if sweep.method == "bayes":
-        queue: RunQueue = BayesQueue(sweep, sweep_dir, planner, runs, lambda all_runs: write_plan(sweep, sweep_dir, all_runs),
-                                     lambda run: run.id not in todo_ids)
+        queue: RunQueue = BayesQueue(sweep, sweep_dir, planner, runs, save, lambda run: run.id not in todo_ids)
+    elif sweep.decide.max_seeds:
+        queue = SequentialQueue(sweep, sweep_dir, planner, runs, todo, design_of(sweep, len(family(runs))), save,
+                                lambda added: pending(added, sweep_dir, retry_failed, evaluate)[0])
+        todo_ids = {r.id for r in queue.todo}
     else:
         queue = RunQueue(sweep, sweep_dir, runs, todo)
+    runs = queue.runs  # a sequential design may have added the seeds an earlier launch's looks asked for
+    write_plan(sweep, sweep_dir, runs)
+    earlier = [r for r in runs if r.id not in todo_ids]  # ended in an earlier launch
     if runner is not None:
         where, train = runner.slots(queue.total - len(earlier)), runner.train
     else:

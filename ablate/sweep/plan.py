@@ -208,6 +208,11 @@ def read_planned(sweep_dir: Path) -> list[PlannedRun]:
 
 
 def write_plan(sweep: Sweep, sweep_dir: Path, runs: list[PlannedRun]) -> None:
+    """Write plan.json: the sweep's identity, metric and design, and every planned run (atomically)."""
+    from ablate.sweep.decide import design_of  # the design's family is the plan's compared variants
+
+    base = base_variant(runs)
+    family = {r.variant for r in runs if r.variant != base and not r.leaks_labels}
     sweep_dir.mkdir(parents=True, exist_ok=True)
     write_json(sweep_dir / "plan.json", {
         "name": sweep.name,
@@ -216,5 +221,6 @@ def write_plan(sweep: Sweep, sweep_dir: Path, runs: list[PlannedRun]) -> None:
         "metric": sweep.metric,
         "base_variant": base_variant(runs),
         "varied_keys": list(runs[0].varied) if runs else [],
+        "design": design_of(sweep, len(family)).to_json(),
         "runs": [asdict(r) for r in runs],
     })

@@ -16,6 +16,7 @@
     run_cap: 20
     match: params                      # matched budgets (ablate.sweep.match)
     evaluate: {lengths: [1, 2, 4]}     # ablate evaluate after training
+    decide: {margin: 0.05, max_seeds: 10}  # equivalence margin; seeds added until rows are decided (sweep.decide)
 
 Numbers may be written in any YAML form (``5e-4``). W&B's nested parameters (``model: {parameters: {...}}``)
 are flattened to dotted keys. Keys W&B uses that ablate cannot honour (``command``, ``program``: ablate is
@@ -33,12 +34,13 @@ from typing import Any
 import yaml
 
 from ablate.errors import ConfigError
+from ablate.sweep.decide import Decide, check_sequential, parse_decide
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.match import Match
 from ablate.sweep.params import UNBOUNDED, GRIDDABLE, Param, flatten
 from ablate.yamlio import load_yaml
 
-ABLATE_KEYS = {"base", "rows", "sampler_seed", "match", "evaluate"}
+ABLATE_KEYS = {"base", "rows", "sampler_seed", "match", "evaluate", "decide"}
 W_AND_B_KEYS = {"name", "description", "method", "metric", "parameters", "run_cap", "early_terminate", "project",
                 "entity", "controller", "program", "command", "job", "image_uri", "scheduler", "apiVersion", "kind",
                 "metrics"}
@@ -79,6 +81,7 @@ class Sweep:
     early_terminate: Hyperband | None = None
     project: str | None = None  # W&B project and entity of every run
     entity: str | None = None
+    decide: Decide = Decide()  # how rows are compared with the base: margin, sequential seeds, alpha
     ignored: list[str] = field(default_factory=list)  # W&B keys present that ablate does not honour
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -290,12 +293,15 @@ def load_sweep(path: str | Path) -> Sweep:
     if run_cap is not None and (isinstance(run_cap, bool) or not isinstance(run_cap, int) or run_cap <= 0):
         raise ConfigError("run_cap", run_cap, "a positive integer", source)
     base_config, base_overrides = _parse_base(raw.get("base"), path.parent, source)
-    return Sweep(name=str(raw.get("name") or path.stem), path=path, method=method,
-                 metric=_parse_metric(raw.get("metric"), source), description=str(raw.get("description") or ""),
-                 base_config=base_config, base_overrides=base_overrides, rows=_parse_rows(raw.get("rows"), source),
-                 parameters=params, run_cap=run_cap, sampler_seed=int(raw.get("sampler_seed", 0)),
-                 match=Match.parse(raw.get("match"), "match", source),
-                 evaluate=_parse_evaluate(raw.get("evaluate"), source),
-                 early_terminate=Hyperband.parse(raw.get("early_terminate"), source),
-                 project=raw.get("project"), entity=raw.get("entity"),
-                 ignored=[k for k in NOT_HONOURED if k in raw], raw=raw)
+    sweep = Sweep(name=str(raw.get("name") or path.stem), path=path, method=method,
+                  metric=_parse_metric(raw.get("metric"), source), description=str(raw.get("description") or ""),
+                  base_config=base_config, base_overrides=base_overrides, rows=_parse_rows(raw.get("rows"), source),
+                  parameters=params, run_cap=run_cap, sampler_seed=int(raw.get("sampler_seed", 0)),
+                  match=Match.parse(raw.get("match"), "match", source),
+                  evaluate=_parse_evaluate(raw.get("evaluate"), source),
+                  early_terminate=Hyperband.parse(raw.get("early_terminate"), source),
+                  project=raw.get("project"), entity=raw.get("entity"),
+                  decide=parse_decide(raw.get("decide"), source),
+                  ignored=[k for k in NOT_HONOURED if k in raw], raw=raw)
+    check_sequential(sweep)
+    return sweep

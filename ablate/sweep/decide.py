@@ -1,0 +1,91 @@
+"""A sweep's ``decide:`` key: how its rows are compared with the base (:mod:`ablate.stats.design`).
+
+    decide:
+      margin: 0.05        # the smallest Δ that matters, in the metric's units, or "2%" of the base's mean
+      max_seeds: 10       # sequential: add seeds to undecided rows, up to 10 each (ablate sweep --max-seeds)
+      alpha: 0.05         # every verdict of the table together is wrong with at most this probability
+
+Without ``max_seeds`` the design is fixed: each row runs the sweep's seeds and is judged once. A sequential design
+needs a grid sweep whose seeds are listed (``parameters.seed: {values: [0, 1, 2]}``: the first seeds of every row)
+and no early termination (a stopped run is no outcome).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ablate.errors import ConfigError
+from ablate.stats.design import ALPHA, MAX_SEEDS, Design, Margin
+
+if TYPE_CHECKING:
+    from ablate.sweep.spec import Sweep
+
+KEYS = ("margin", "max_seeds", "alpha")
+
+
+@dataclass(frozen=True)
+class Decide:
+    """The parsed ``decide:`` key."""
+
+    alpha: float = ALPHA
+    margin: Margin | None = None
+    max_seeds: int | None = None
+
+
+def parse_decide(spec: Any, source: str) -> Decide:
+    """Parse ``decide:``.
+
+    Raises:
+        ConfigError: an unknown key, a margin that is not positive, ``max_seeds`` not an integer in 2..100,
+            ``alpha`` outside (0, 0.5].
+    """
+    if spec is None:
+        return Decide()
+    if not isinstance(spec, dict) or set(spec) - set(KEYS):
+        raise ConfigError("decide", spec, "a mapping with margin, max_seeds and alpha (each optional)", source)
+    alpha = spec.get("alpha", ALPHA)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha <= 0.5:
+        raise ConfigError("decide.alpha", alpha, "a number in (0, 0.5]: the family's error", source)
+    return Decide(float(alpha), Margin.parse(spec.get("margin"), "decide.margin", source),
+                  check_max_seeds(spec.get("max_seeds"), "decide.max_seeds", source))
+
+
+def check_max_seeds(value: Any, key: str, source: str) -> int | None:
+    """``max_seeds`` as an integer in 2..MAX_SEEDS (None stays None)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= MAX_SEEDS:
+        raise ConfigError(key, value, f"an integer from 2 to {MAX_SEEDS}: the most seeds a row gets", source)
+    return value
+
+
+def check_sequential(sweep: Sweep, key: str = "decide.max_seeds") -> None:
+    """A sequential design needs a grid over listed seeds, fewer than ``max_seeds`` of them, and no early stops.
+
+    Raises:
+        ConfigError: naming the key that stands in the way.
+    """
+    n = sweep.decide.max_seeds
+    if n is None:
+        return
+    source = str(sweep.path)
+    if sweep.method != "grid":
+        raise ConfigError(key, n, "no max_seeds for method " f"{sweep.method}: seeds are added to the rows of a grid",
+                          source)
+    if sweep.early_terminate is not None:
+        raise ConfigError(key, n, "no max_seeds with early_terminate: a run stopped early is no outcome to judge",
+                          source)
+    seeds = sweep.seeds
+    if seeds == [None] or not all(isinstance(s, int) for s in seeds):
+        raise ConfigError(key, n, "a listed seed parameter (parameters.seed: {values: [0, 1, 2]}): the seeds "
+                          "every row starts with", source)
+    if n < len(seeds):
+        raise ConfigError(key, n, f"at least the {len(seeds)} seeds every row starts with", source)
+
+
+def design_of(sweep: Sweep, rows: int) -> Design:
+    """The sweep's design with a family of ``rows`` comparisons."""
+    first = tuple(s for s in sweep.seeds if isinstance(s, int))
+    return Design(alpha=sweep.decide.alpha, rows=max(1, rows), margin=sweep.decide.margin, first=first,
+                  max_seeds=sweep.decide.max_seeds)
