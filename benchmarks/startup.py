@@ -1,6 +1,8 @@
 """Start-up time of the ``ablate`` command: ``--help``, ``components``, ``describe``, ``sweep --dry-run`` and
 ``train`` to its first training step, against ``python -c 'import torch'`` in the same run (a command that
-needs torch cannot start faster than that; the rest is ablate's own overhead).
+needs torch cannot start faster than that; the rest is ablate's own overhead). And the fixed cost a sweep pays per
+run: a whole 2-step ``ablate train`` as the sweep's pool starts it, in a fresh interpreter against a process forked
+from the warm server (ablate.sweep.warm, started before the rounds).
 
 Each measurement is a fresh subprocess (the installed ``ablate`` script), interleaved, median of
 the rounds (one untimed import warms the page cache first). ``ablate train`` runs
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import _common as C
 
@@ -57,6 +60,22 @@ def train_cmd(out_dir: str, *extra: str) -> list[str]:
             "trainer.enable_progress_bar=true", *extra]
 
 
+def pool_run(tmp: str, counter, *, fresh: bool):
+    """A whole 2-step run (logger=none) started as the sweep's pool starts one: its wall seconds."""
+    from ablate.sweep.runner import _ablate
+
+    def run(r: int) -> dict[str, float]:
+        out = f"{tmp}/pool{next(counter)}"
+        args = ["train", str(C.REPO / "configs/default.yaml"), f"output_dir={out}", "train.max_steps=2", "logger=none"]
+        t0 = time.perf_counter()
+        code = _ablate(args, Path(f"{out}.log"), dict(THREADS), C.REPO, fresh=fresh)
+        if code != 0:
+            raise RuntimeError(f"ablate train exited {code}: see {out}.log")
+        return {"wall": time.perf_counter() - t0}
+
+    return run
+
+
 def main() -> None:
     args = C.parse_args(__doc__)
     if args.threads:
@@ -84,7 +103,10 @@ def main() -> None:
             [*PREFIX, "sweep", str(C.REPO / "experiments/quickstart.yaml"), "--dry-run", "--out", f"{tmp}/dry"]),
         "ablate train logger=none": train("logger=none"),
         "ablate train (W&B offline)": train(),
+        "sweep run, fresh interpreter": pool_run(tmp, counter, fresh=True),
+        "sweep run, forked warm": pool_run(tmp, counter, fresh=False),
     }
+    pool_run(tmp, counter, fresh=False)(0)  # start the warm server outside the rounds
     timed([sys.executable, "-c", "import ablate.data"])  # warm the page cache: no cold first round
     try:
         res = C.interleave(contenders, rounds=rounds, warmup=0)
@@ -101,6 +123,9 @@ def main() -> None:
     print("\nablate's own overhead (wall minus import torch, same run): " + "; ".join(
         f"{name.split(' configs')[0].split(' experiments')[0]} +{med['wall'] - torch_s:.2f} s"
         for name, med in out.items() if name.startswith("ablate") and "train" not in name))
+    fresh, forked = out["sweep run, fresh interpreter"]["wall"], out["sweep run, forked warm"]["wall"]
+    print(f"a sweep's run (2 steps, whole): fresh interpreter {fresh:.2f} s, forked warm {forked:.2f} s: "
+          f"{fresh - forked:.2f} s saved per run ({fresh / forked:.2f}x)")
     C.emit("startup", info, settings, out)
 
 

@@ -38,6 +38,14 @@ def work(tmp_path, monkeypatch) -> Path:
         "grid.yaml": "parameters:\n  model.dropout: {distribution: uniform, min: 0.0, max: 0.3}\n",
         "weights.yaml": "method: random\nrun_cap: 2\nparameters:\n  model.dropout: {values: [0.1, 0.2], probabilities: [0.5, 0.6]}\n",
         "heads.yaml": f"base: {REPO / 'configs/default.yaml'}\nparameters:\n  model.n_heads: {{values: [4, 5]}}\n",
+        "margin.yaml": "rows: [{name: base}]\ndecide: {margin: -0.1}\n",
+        "relative.yaml": "rows: [{name: base}]\ndecide: {margin: 2 percent}\n",
+        "budget.yaml": "rows: [{name: base}]\nparameters:\n  seed: {values: [0, 1, 2]}\ndecide: {max_seeds: 2}\n",
+        "noseeds.yaml": "rows: [{name: base}]\ndecide: {max_seeds: 5}\n",
+        "seqrandom.yaml": "method: random\nrun_cap: 4\nparameters:\n  seed: {values: [0, 1]}\n  model.dropout: "
+                          "{values: [0.1, 0.2]}\ndecide: {max_seeds: 5}\n",
+        "decidekey.yaml": "rows: [{name: base}]\ndecide: {seeds: 5}\n",
+        "seeds.yaml": "rows: [{name: base}]\nparameters:\n  seed: {values: [0, 1, 2]}\n",
     }.items():
         (tmp_path / name).write_text(text)
     monkeypatch.chdir(tmp_path)
@@ -87,6 +95,15 @@ MISTAKES = [
     (["sweep", SWEEP, "--gpus-per-run", "0.5"], "--gpus-per-run=0.5 is not allowed; expected nothing: it is for --backend ray"),
     (["sweep", SWEEP, "--backend", "slurm"], "argument --backend: invalid choice: 'slurm'"),
     (["sweep", SWEEP, "--address", "10.0.0.1:6379"], "--address='10.0.0.1:6379' is not allowed; expected nothing"),
+    (["sweep", "margin.yaml"], "decide.margin=-0.1 is not allowed; expected a positive, finite margin"),
+    (["sweep", "relative.yaml"], "decide.margin='2 percent' is not allowed; expected a positive number"),
+    (["sweep", "budget.yaml"], "decide.max_seeds=2 is not allowed; expected at least the 3 seeds"),
+    (["sweep", "noseeds.yaml"], "expected a listed seed parameter"),
+    (["sweep", "seqrandom.yaml"], "no max_seeds for method random"),
+    (["sweep", "decidekey.yaml"], "expected a mapping with margin, max_seeds and alpha"),
+    (["sweep", SWEEP, "--max-seeds", "1"], "--max-seeds=1 is not allowed; expected an integer from 2 to 100"),
+    (["sweep", SWEEP, "--max-seeds", "4"], "--max-seeds=4 is not allowed; expected a listed seed parameter"),
+    (["sweep", "seeds.yaml", "--max-seeds", "5", "--backend", "wandb"], "no sequential design with --backend wandb"),
     # report, sync, agent
     (["report", SWEEP], "a sweep that has been launched"),
     (["report", "/nonexistent/sweep.yaml"], "an existing sweep YAML file"),

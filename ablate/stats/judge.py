@@ -100,7 +100,7 @@ def _interval(diff: np.ndarray, se: np.ndarray, crit: np.ndarray, n: np.ndarray,
 def _scale(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The size of each sweep's values: the largest finite |value| on either side."""
     both = np.abs(np.concatenate([x, y], axis=1))
-    return np.max(np.where(np.isfinite(both), both, 0.0), axis=1)
+    return np.max(np.where(np.isfinite(both), both, 0.0), axis=1, initial=0.0)
 
 
 def judge_paired(x: np.ndarray, y: np.ndarray, design: Design, goal: str) -> Judgement:

@@ -57,7 +57,7 @@ def _train_on_node(run: dict[str, Any], sweep_dir: str, config_text: str, evalua
         print(f"[ablate] ray: node {ray.get_runtime_context().get_node_id()} on {socket.gethostname()}", file=log)
     deadline = time.monotonic() + LOCK_WAIT
     while True:
-        code, error = train_here(PlannedRun(**run), Path(sweep_dir), config_text, {}, evaluate, Path(cwd))
+        code, error = train_here(PlannedRun(**run), Path(sweep_dir), config_text, {}, evaluate, Path(cwd), fresh=True)
         if code != EXIT_LOCKED or time.monotonic() > deadline:
             return code, error
         time.sleep(2.0)

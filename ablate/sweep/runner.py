@@ -1,7 +1,8 @@
 """Running a sweep locally: a pool of workers, each run in its own ``ablate train`` process.
 
 - One worker per GPU, pinned with CUDA_VISIBLE_DEVICES; on CPU, ``workers`` processes sharing
-  the cores (OMP_NUM_THREADS = cores / workers, so they do not fight over them).
+  the cores (OMP_NUM_THREADS = cores / workers, so they do not fight over them). Each run is a process forked
+  from a warm server that has imported torch and Lightning already (:mod:`ablate.sweep.warm`).
 - A run whose result says ``finished`` (or ``stopped``, ended early by hyperband) is skipped; ``failed`` is
   skipped unless ``retry_failed``; anything else (never started, interrupted, killed) runs, and resumes
   from its last checkpoint. Runs are handed out by a queue (:mod:`ablate.sweep.queue`): the plan in order,
@@ -31,6 +32,7 @@ from tqdm import tqdm
 
 from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_result, write_atomic, write_json
 from ablate.runs.lock import EXIT_LOCKED
+from ablate.sweep import warm
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.plan import PlannedRun
 from ablate.sweep.queue import RunQueue
@@ -119,11 +121,11 @@ def slots(*, workers: int, runs_per_gpu: str | int = 1, gpus: list[Gpu] | None =
 
 
 def _train(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, str],
-           cwd: Path | None) -> tuple[int, str]:
+           cwd: Path | None, fresh: bool) -> tuple[int, str]:
     run_dir = sweep_dir / run.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(run_dir / "config.yaml", config_text)
-    code = _ablate(["train", str(run_dir / "config.yaml")], run_dir / "train.log", env, cwd)
+    code = _ablate(["train", str(run_dir / "config.yaml")], run_dir / "train.log", env, cwd, fresh)
     result = read_result(run_dir) or {}
     if code not in (0, EXIT_LOCKED) and result.get("status") in (None, "running"):
         result.update(status="failed", error=f"{_why(code, run_dir / 'train.log')}; see {run_dir / 'train.log'}")
@@ -131,9 +133,12 @@ def _train(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, st
     return code, result.get("error", f"exit code {code}")
 
 
-def _ablate(args: list[str], log: Path, env: dict[str, str], cwd: Path | None) -> int:
+def _ablate(args: list[str], log: Path, env: dict[str, str], cwd: Path | None, fresh: bool = False) -> int:
     """Run ``ablate ARGS`` in a child process that dies with this one, its output appended to ``log``;
-    returns its exit code (negative: the signal that killed it)."""
+    returns its exit code (negative: the signal that killed it). The child is forked from the warm server
+    (:mod:`ablate.sweep.warm`) unless ``fresh`` or the warm server is off: then a new interpreter."""
+    if not fresh and warm.enabled():
+        return warm.run(args, log, env, cwd)
     with open(log, "ab") as out:
         return subprocess.run([sys.executable, "-m", "ablate.cli", *args], stdout=out, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL, env={**os.environ, **env}, cwd=cwd,
@@ -151,18 +156,20 @@ def _why(code: int, log: Path) -> str:
 
 
 def train_here(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, str],
-               evaluate: list[str] | None, cwd: Path | None = None) -> tuple[int, str]:
-    """Train a run in a subprocess on this machine, then evaluate it (``evaluate``: ablate evaluate's options);
-    ``cwd``: the folder relative paths in its config are relative to (default: this process's)."""
-    code, error = _train(run, sweep_dir, config_text, env, cwd)
+               evaluate: list[str] | None, cwd: Path | None = None, fresh: bool = False) -> tuple[int, str]:
+    """Train a run in a child process on this machine, then evaluate it (``evaluate``: ablate evaluate's options);
+    ``cwd``: the folder relative paths in its config are relative to (default: this process's); ``fresh``: a new
+    interpreter rather than a fork of the warm server."""
+    code, error = _train(run, sweep_dir, config_text, env, cwd, fresh)
     if code == 0 and evaluate is not None and (read_result(sweep_dir / run.run_dir) or {}).get("status") == "finished":
-        code, error = _evaluate(sweep_dir / run.run_dir, list(evaluate), env, cwd)
+        code, error = _evaluate(sweep_dir / run.run_dir, list(evaluate), env, cwd, fresh)
     return code, error
 
 
-def _evaluate(run_dir: Path, options: list[str], env: dict[str, str], cwd: Path | None) -> tuple[int, str]:
+def _evaluate(run_dir: Path, options: list[str], env: dict[str, str], cwd: Path | None,
+              fresh: bool) -> tuple[int, str]:
     """``ablate evaluate RUN_DIR OPTIONS`` after training; result.json records the options once it succeeded."""
-    code = _ablate(["evaluate", str(run_dir), *options], run_dir / "evaluate.log", env, cwd)
+    code = _ablate(["evaluate", str(run_dir), *options], run_dir / "evaluate.log", env, cwd, fresh)
     if code == 0:
         write_json(run_dir / "result.json", {**(read_result(run_dir) or {}), "evaluated": list(options)})
         return 0, ""

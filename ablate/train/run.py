@@ -166,7 +166,8 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
     result.update(parameters=system.n_params["total"], parameters_by_part=system.n_params, resumed_from=str(resume) if resume else None)
     try:  # a Trainer that cannot be made fails the run with its reason, as one that fails to train does
         trainer = make_trainer(cfg, run_dir, callbacks, shards_itself=getattr(data, "shards_itself", False))
-        result.update(device=_device(trainer), visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), started_at=start)
+        result.update(device=_device(trainer), visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+                      threads=torch.get_num_threads(), started_at=start)
         for logger in trainer.loggers:
             logger.log_hyperparams({"params/" + k: v for k, v in system.n_params.items()})
     except Exception as exc:

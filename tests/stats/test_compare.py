@@ -71,3 +71,9 @@ def test_a_sequential_design_judges_only_complete_looks():
     row = {0: 2.1, 1: 2.25, 2: 2.05, 4: 2.2}
     c = compare(row, BASE, design, "minimize")
     assert c.look == 3 and c.n == 3
+
+
+@pytest.mark.parametrize("design", [Design(), Design(first=(0, 1, 2), max_seeds=5)], ids=["fixed", "sequential"])
+def test_a_row_without_ended_runs_is_too_few_not_a_crash(design):
+    assert compare({}, BASE, design, "minimize").verdict == "too few seeds"
+    assert compare({0: 2.0}, {}, design, "minimize").verdict == "too few seeds"

@@ -1,0 +1,94 @@
+"""A warm worker: each run's ``ablate train`` (and ``ablate evaluate``) in a process forked from one that has already
+imported torch, Lightning and ablate (Python's forkserver), instead of a fresh interpreter that imports them again.
+
+A fresh ``python -m ablate.cli train`` spends seconds importing before its first step, and a sweep of short runs
+pays that per run (``benchmarks/startup.py``). A forked run is still a process of its own: its own memory, RNG state
+and CUDA context (the server never touches CUDA), the environment of its slot (devices, threads), its output
+appended to its log, stdin closed, the exit code a subprocess would give (negative: the signal that killed it), and
+it dies when the sweep dies (the server exits when the sweep process does; each run asks for SIGTERM when the server
+goes). Interpreter exit is reproduced (stdio flushed, ``atexit`` handlers run).
+
+The forkserver stays up while any process it forked lives, so a run cannot wait for its parent (the server) to die
+as a subprocess would: a thread of the run waits on multiprocessing's sentinel of the sweep process that started it
+and sends the run SIGTERM when the sweep is gone (as PR_SET_PDEATHSIG did), whatever killed it.
+
+``ABLATE_WARM=0`` starts a fresh interpreter per run instead, as ``ABLATE_ALLOCATOR=jemalloc`` (preloaded at exec)
+and platforms without fork do.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+PRELOAD = ["torch", "pytorch_lightning", "ablate.cli", "ablate.train.run", "ablate.evaluate.cli"]
+_context: list[multiprocessing.context.BaseContext] = []
+
+
+def enabled() -> bool:
+    """Whether runs start from the warm server on this machine."""
+    return (os.environ.get("ABLATE_WARM", "1") != "0" and os.environ.get("ABLATE_ALLOCATOR") != "jemalloc"
+            and "forkserver" in multiprocessing.get_all_start_methods())
+
+
+def _forkserver() -> multiprocessing.context.BaseContext:
+    if not _context:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(PRELOAD)
+        _context.append(context)
+    return _context[0]
+
+
+def run(args: list[str], log: Path, env: dict[str, str], cwd: Path | None) -> int:
+    """``ablate ARGS`` in a process forked from the warm server, its output appended to ``log``; its exit code."""
+    process = _forkserver().Process(target=_child, args=(list(args), str(log), dict(env), cwd and str(cwd)),
+                                    daemon=False)
+    process.start()
+    process.join()
+    return process.exitcode
+
+
+def _die_with(parent: multiprocessing.process.BaseProcess | None) -> None:
+    """SIGTERM to this process once ``parent`` (the sweep process that started it) has died."""
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    if parent is not None:
+        threading.Thread(target=watch, name="ablate-die-with-sweep", daemon=True).start()
+
+
+def _child(args: list[str], log: str, env: dict[str, str], cwd: str | None) -> None:
+    """In the forked process: become ``ablate ARGS`` with the slot's environment, writing to ``log``."""
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.dup2(null, 0)
+    os.close(out)
+    os.close(null)
+    os.environ.update(env)
+    if cwd:
+        os.chdir(cwd)
+    from ablate.runtime import tune_glibc_malloc
+
+    _die_with(multiprocessing.parent_process())
+    tune_glibc_malloc()
+    if env.get("OMP_NUM_THREADS"):  # torch was imported under the server's environment: set its pool here
+        import torch
+
+        torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
+    sys.argv = ["ablate", *args]
+    from ablate.cli import main
+
+    code = main(args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    atexit._run_exitfuncs()  # what the interpreter would do at exit; multiprocessing ends a child with os._exit
+    sys.exit(code)

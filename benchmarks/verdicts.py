@@ -1,0 +1,119 @@
+"""What the report's verdicts mean, measured: simulated sweeps where the truth is known, run through ``ablate.stats``
+(the code that writes the report and that the sequential queue follows). The assertions live in tests/stats; this
+prints the rates themselves, for the README.
+
+- coverage: all R intervals of a table cover their true Δ together (stated: 95%), paired and unpaired;
+- disagreement: a row whose interval excludes 0 without a better/worse verdict, or the reverse (stated: never);
+- equivalence at the margin: a true Δ exactly at the margin called equivalent (stated: at most 5% / R);
+- sequential: some verdict of the table false, rows stopped at their first decision (stated: at most 5%); the old
+  rule (look again after each added seed) for comparison; power and seeds used against a fixed 10-seed design;
+- failures: every run diverges with probability 0.2 (stated: at most 5% false verdicts); a row whose bad seeds fail.
+
+    python benchmarks/verdicts.py [--quick]     # --quick: 4,000 sweeps per cell instead of 20,000
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import _common as C
+from ablate.stats import verdict as V
+from ablate.stats.design import Design, Margin
+from ablate.stats.judge import judge_paired, judge_unpaired
+
+
+def sides(rng, sims, n, deltas, rho=0.8):
+    """The base (sims, n) and one row per Δ, seeds correlated ``rho`` between sides (same seed, same data order)."""
+    seed = rng.normal(0, np.sqrt(rho), (sims, n))
+    base = seed + rng.normal(0, np.sqrt(1 - rho), (sims, n))
+    return base, [seed + d + rng.normal(0, np.sqrt(1 - rho), (sims, n)) for d in deltas]
+
+
+def decided(j, codes=(V.BETTER, V.WORSE)):
+    return np.isin(j.verdict, codes)
+
+
+def coverage(rng, sims):
+    deltas, rows = [0.0, 0.0, 0.0, 0.5, -1.0], []
+    design = Design(rows=5)
+    for n in (2, 3, 5, 10):
+        for paired in (True, False):
+            if paired:
+                base, xs = sides(rng, sims, n, deltas)
+            else:
+                base = rng.normal(0, 1, (sims, n + 1))
+                xs = [rng.normal(d, 4.0, (sims, n)) for d in deltas]
+            cover, disagree = np.ones(sims, bool), np.zeros(sims, bool)
+            for d, x in zip(deltas, xs):
+                j = (judge_paired if paired else judge_unpaired)(x, base, design, "minimize")
+                cover &= (j.lo <= d) & (d <= j.hi)
+                disagree |= ((j.lo > 0) | (j.hi < 0)) != decided(j)
+            rows.append([f"coverage, 5 rows, n={n}, {'paired' if paired else 'unpaired (sd 4 vs 1)'}",
+                         cover.mean(), "≥ 0.95", disagree.mean()])
+    return rows
+
+
+def equivalence(rng, sims):
+    rows = []
+    for n in (3, 5, 10):
+        base, (x,) = sides(rng, sims, n, [0.5], rho=0.5)
+        j = judge_paired(x, base, Design(rows=2, margin=Margin(0.5)), "minimize")
+        rows.append([f"equivalent when Δ = margin, 2 rows, n={n}", np.mean(j.verdict == V.EQUIVALENT), "≤ 0.025", ""])
+    return rows
+
+
+def sequential(rng, sims):
+    design, rows = Design(rows=3, first=(0, 1, 2), max_seeds=10), []
+    base, xs = sides(rng, sims, 10, [0.0, 0.0, 0.0])
+    wrong = np.zeros(sims, bool)
+    for x in xs:
+        wrong |= decided(judge_paired(x, base, design, "minimize"))
+    rows.append(["sequential 3→10 seeds, 3 null rows: some verdict false", wrong.mean(), "≤ 0.05", ""])
+    naive = np.zeros(sims, bool)
+    for x in xs:
+        for n in range(3, 11):
+            naive |= decided(judge_paired(x[:, :n], base[:, :n], Design(rows=3), "minimize"))
+    rows.append(["old rule: fixed test after each added seed, 3→10", naive.mean(), "(not controlled)", ""])
+    sd = np.sqrt(2 * 0.2)
+    for effect in (1.0, 1.5, 2.0, 5.0):
+        base, (x,) = sides(rng, sims, 10, [effect * sd])
+        fixed = judge_paired(x, base, Design(rows=3), "minimize")
+        seq = judge_paired(x, base, design, "minimize")
+        rows.append([f"power at Δ = {effect} sd: fixed 10 seeds | sequential (mean seeds)",
+                     np.mean(fixed.verdict == V.WORSE), f"{np.mean(seq.verdict == V.WORSE):.3f}",
+                     f"{seq.look.mean():.2f}"])
+    return rows
+
+
+def failures(rng, sims):
+    rows = []
+    for label, design in (("fixed 10", Design(rows=3)), ("sequential 3→10", Design(rows=3, first=(0, 1, 2),
+                                                                                      max_seeds=10))):
+        base, xs = sides(rng, sims, 10, [0.0, 0.0, 0.0])
+        fail = lambda v: np.where(rng.random(v.shape) < 0.2, np.nan, v)  # noqa: E731
+        base = fail(base)
+        wrong = np.zeros(sims, bool)
+        for x in xs:
+            wrong |= decided(judge_paired(fail(x), base, design, "minimize"))
+        rows.append([f"20% of runs diverge, 3 null rows, {label}: some verdict false", wrong.mean(), "≤ 0.05", ""])
+    base, (x,) = sides(rng, sims, 10, [0.0])
+    x = np.where((x > base) & (rng.random(x.shape) < 0.5), np.nan, x)
+    j = judge_paired(x, base, Design(rows=1), "minimize")
+    rows.append(["the row's worse seeds fail half the time: called better", np.mean(j.verdict == V.BETTER),
+                 "≤ 0.05", ""])
+    return rows
+
+
+def main() -> None:
+    args = C.parse_args(__doc__)
+    sims = 4000 if args.quick else 20_000
+    settings = {"sweeps per cell": sims, "alpha": 0.05, "seed correlation between sides": 0.8}
+    info = C.print_header("verdicts: what the report's numbers mean, by simulation", settings)
+    rng = np.random.default_rng(2026)
+    rows = coverage(rng, sims) + equivalence(rng, sims) + sequential(rng, sims) + failures(rng, sims)
+    print(C.table(["check", "measured", "stated", "disagree | seeds"], rows))
+    C.emit("verdicts", info, settings, {r[0]: r[1] for r in rows})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""A sequential sweep for real: seeds go to the rows still undecided (and the base), each row stops at the look that
+decides it, the report and the queue agree on when that was, a relaunch trains nothing, and a sweep killed half way
+ends, once relaunched, with exactly the runs of one that was not."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from ablate.report import build_report
+from tests.sweep.test_runner import _ablate, _attempts, _plan, _sweep_file, _statuses
+
+pytestmark = pytest.mark.slow
+
+ROWS = """
+    - {name: base}
+    - {name: stalled, train.schedule_args.scale: 0.001}
+    - {name: dropout, model.dropout: 0.12}
+"""
+SEQUENTIAL = """
+parameters:
+  seed: {values: [0, 1, 2]}
+decide: {max_seeds: 5, margin: 0.05}
+"""
+
+
+def _sequential(tmp: Path) -> Path:
+    path = _sweep_file(tmp, ROWS, name="seq")
+    path.write_text(path.read_text() + SEQUENTIAL)
+    return path
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("sequential")
+    done = _ablate("sweep", str(_sequential(tmp)), "--workers", "2", cwd=tmp)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return tmp / "sweeps" / "seq"
+
+
+def _seeds(sweep_dir: Path) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for run in _plan(sweep_dir)["runs"]:
+        out.setdefault(run["variant"], []).append(run["seed"])
+    return out
+
+
+def test_rows_get_seeds_until_decided_and_the_report_says_when(finished):
+    seeds, report = _seeds(finished), build_report(finished)
+    assert report.design.sequential and report.design.max_seeds == 5
+    for row in report.variants:
+        if row.is_base:
+            continue
+        c = row.comparison
+        assert seeds[row.name] == list(range(len(seeds[row.name])))  # 0, 1, 2, then 3, 4 in order
+        assert len(seeds[row.name]) == (c.decided_at or 5), (row.name, c)
+    assert seeds["base"] == list(range(max(len(s) for s in seeds.values())))  # the base kept pace
+    stalled = next(r for r in report.variants if r.name == "stalled").comparison
+    assert stalled.verdict == "worse" and stalled.decided_at == 3  # a model that barely trains: decided at once
+    assert set(_statuses(finished)) == {"finished"}
+
+
+def test_a_relaunch_of_a_decided_sweep_trains_nothing(finished):
+    before, plan = _attempts(finished), _plan(finished)
+    again = _ablate("sweep", str(finished.parent.parent / "sweep.yaml"), cwd=finished.parent.parent)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert _attempts(finished) == before and _plan(finished)["runs"] == plan["runs"]
+
+
+def test_a_killed_sequential_sweep_ends_with_the_runs_of_an_uninterrupted_one(finished, tmp_path):
+    path = _sequential(tmp_path)
+    sweep_dir = tmp_path / "sweeps" / "seq"
+    proc = _ablate("sweep", str(path), "--workers", "2", cwd=tmp_path, background=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and Counter(_statuses(sweep_dir) if (sweep_dir / "plan.json").is_file()
+                                             else []).get("finished", 0) < 4:
+        time.sleep(0.3)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    resumed = _ablate("sweep", str(path), "--workers", "2", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    ids = lambda d: sorted(r["id"] for r in _plan(d)["runs"])  # noqa: E731
+    assert ids(sweep_dir) == ids(finished) and set(_statuses(sweep_dir)) == {"finished"}
+    mine, theirs = build_report(sweep_dir), build_report(finished)
+    assert [(r.name, r.comparison and r.comparison.verdict) for r in mine.variants] == \
+        [(r.name, r.comparison and r.comparison.verdict) for r in theirs.variants]
+    values = {r["id"]: json.loads((sweep_dir / r["run_dir"] / "result.json").read_text())["final"]["val/loss"]
+              for r in _plan(sweep_dir)["runs"]}
+    theirs_values = {r["id"]: json.loads((finished / r["run_dir"] / "result.json").read_text())["final"]["val/loss"]
+                     for r in _plan(finished)["runs"]}
+    assert values == theirs_values  # killed and resumed runs end bit-identical

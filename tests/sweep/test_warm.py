@@ -1,0 +1,61 @@
+"""The warm worker: a run forked from the server that imported torch and Lightning is the run a fresh interpreter
+trains (bit for bit), sees its slot's environment, and reports failures with the same exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from ablate.config import load_config
+from ablate.sweep import warm
+from ablate.sweep.runner import _ablate
+from tests.conftest import REPO, TINY
+
+pytestmark = pytest.mark.slow
+
+FAST = TINY + ["train.max_steps=12", "train.val_every=6", "train.log_every=3", "trainer.enable_progress_bar=false"]
+
+
+def _config(tmp: Path, name: str, *extra: str) -> Path:
+    cfg = load_config(REPO / "configs" / "default.yaml", [*FAST, *extra, f"output_dir={tmp / name}"])
+    path = tmp / f"{name}.yaml"
+    path.write_text(OmegaConf.to_yaml(cfg))
+    return path
+
+
+def _result(run_dir: Path) -> dict:
+    return json.loads((run_dir / "result.json").read_text())
+
+
+def test_a_warm_run_is_bit_identical_to_a_fresh_interpreters(tmp_path):
+    assert warm.enabled()
+    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    codes = [_ablate(["train", str(_config(tmp_path, name))], tmp_path / f"{name}.log", env, None, fresh=fresh)
+             for name, fresh in (("warm", False), ("fresh", True))]
+    assert codes == [0, 0]
+    warm_result, fresh_result = _result(tmp_path / "warm"), _result(tmp_path / "fresh")
+    assert warm_result["final"]["val/loss"] == fresh_result["final"]["val/loss"]
+    a = torch.load(tmp_path / "warm" / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+    b = torch.load(tmp_path / "fresh" / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert "Trainer.fit" in (tmp_path / "warm.log").read_text()  # the run's output went to its log
+
+
+def test_a_warm_run_sees_its_slots_environment(tmp_path):
+    code = _ablate(["train", str(_config(tmp_path, "env"))], tmp_path / "env.log",
+                   {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}, None)
+    result = _result(tmp_path / "env")
+    assert code == 0 and result["threads"] == 1 and result["visible_devices"] == ""
+
+
+def test_a_failing_warm_run_exits_as_a_fresh_one_does(tmp_path):
+    diverges = ["train.schedule_args.scale=1e30", "train.log_every=1"]
+    codes = [_ablate(["train", str(_config(tmp_path, name, *diverges))], tmp_path / f"{name}.log",
+                     {"OMP_NUM_THREADS": "1"}, None, fresh=fresh) for name, fresh in (("w", False), ("f", True))]
+    assert codes == [1, 1]
+    assert _result(tmp_path / "w")["status"] == _result(tmp_path / "f")["status"] == "failed"
+    assert _ablate(["train", "no-such.yaml"], tmp_path / "bad.log", {}, None) == 2  # bad input: exit 2
