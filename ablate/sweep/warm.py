@@ -19,12 +19,15 @@ and platforms without fork do.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
 import signal
 import sys
 import threading
+import types
+from collections.abc import Iterator
 from pathlib import Path
 
 PRELOAD = ["torch", "pytorch_lightning", "ablate.cli", "ablate.train.run", "ablate.evaluate.cli"]
@@ -49,9 +52,26 @@ def run(args: list[str], log: Path, env: dict[str, str], cwd: Path | None) -> in
     """``ablate ARGS`` in a process forked from the warm server, its output appended to ``log``; its exit code."""
     process = _forkserver().Process(target=_child, args=(list(args), str(log), dict(env), cwd and str(cwd)),
                                     daemon=False)
-    process.start()
+    with _STARTING, _without_main():
+        process.start()
     process.join()
     return process.exitcode
+
+
+_STARTING = threading.Lock()
+
+
+@contextlib.contextmanager
+def _without_main() -> Iterator[None]:
+    """Hide the caller's main module while a run starts: multiprocessing would re-run it in the run to rebuild its
+    globals, which a run never uses, and a script without an ``if __name__ == "__main__"`` guard would launch its
+    sweep again inside every run."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
 
 
 def _die_with(parent: multiprocessing.process.BaseProcess | None) -> None:

@@ -4,6 +4,8 @@ trains (bit for bit), sees its slot's environment, and reports failures with the
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,3 +61,15 @@ def test_a_failing_warm_run_exits_as_a_fresh_one_does(tmp_path):
     assert codes == [1, 1]
     assert _result(tmp_path / "w")["status"] == _result(tmp_path / "f")["status"] == "failed"
     assert _ablate(["train", "no-such.yaml"], tmp_path / "bad.log", {}, None) == 2  # bad input: exit 2
+
+
+def test_a_script_without_a_main_guard_can_run_warm_runs(tmp_path):
+    """multiprocessing re-runs the caller's main module in its children; a warm run must not."""
+    script = tmp_path / "study.py"
+    config = _config(tmp_path, "script")
+    script.write_text(f"from pathlib import Path\nfrom ablate.sweep.runner import _ablate\n"
+                      f"print('code', _ablate(['train', {str(config)!r}], Path({str(tmp_path / 's.log')!r}), "
+                      f"{{'OMP_NUM_THREADS': '1'}}, None))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip() == "code 0", done.stderr[-2000:]
+    assert _result(tmp_path / "script")["status"] == "finished"
