@@ -170,8 +170,8 @@ def comparison_cells(report: Report, row: VariantRow, spec: str) -> list[str]:
              "" if c.detectable is None else f"{c.detectable:{spec}}"]
     if report.design.sequential:
         cells.append("" if c.decided_at is None else f"{c.decided_at} seeds")
-    if report.design.margin is not None:
-        cells.append(seeds_range(c.seeds_for_margin))
+    if report.design.margin is not None:  # a plan for the rows still open
+        cells.append("" if c.verdict in ("better", "worse", "equivalent") else seeds_range(c.seeds_for_margin))
     return cells
 
 
@@ -198,8 +198,8 @@ def legend(report: Report) -> str:
         text += (" decided at: the seeds at the look that decided the row (no seed is added to it after); a row "
                  "still undecided got seeds up to the budget.")
     if d.margin is not None:
-        text += (f" seeds for ±{d.margin}: seeds a fixed design needs to decide the margin with {POWER:.0%} power "
-                 "(sd as observed – at its upper bound).")
+        text += (f" seeds for ±{d.margin} (rows not yet decided): seeds a fixed design needs to decide the margin "
+                 f"with {POWER:.0%} power (sd as observed – at its upper bound).")
     if any(row.n_failed for row in report.variants):
         text += (" A row that fails more often than the base is never found better from its survivors alone (nor the "
                  "base from its); once a row or the base has a failed run, half of its remaining error goes to "

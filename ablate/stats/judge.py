@@ -114,7 +114,7 @@ def judge_paired(x: np.ndarray, y: np.ndarray, design: Design, goal: str) -> Jud
     looks = design.looks(N) or [N]
     stopped = np.zeros(B, bool)
     history: list[tuple] = [()] * B  # per sweep: ((pairs, spent), ...) at the looks that added a pair
-    spent, fail_spent, failed_any, previous = np.zeros(B), np.zeros(B), np.zeros(B, bool), 0.0
+    spent, failed_any, previous = np.zeros(B), np.zeros(B, bool), 0.0
     out: Judgement | None = None
     for n in looks:
         increment, previous = design.spent(n) - previous, design.spent(n)
@@ -123,13 +123,12 @@ def judge_paired(x: np.ndarray, y: np.ndarray, design: Design, goal: str) -> Jud
         failed_any |= (row_failed + base_failed) > 0
         share = np.where(failed_any, 0.5, 1.0)
         spent, fail_level = spent + increment * share, increment * (1 - share)
-        fail_spent += fail_level
         d = xs - ys
         k = np.isfinite(d).sum(1)
         with np.errstate(all="ignore"):
             diff = np.nansum(d, 1) / k
             sd = np.sqrt(np.nansum((d - diff[:, None]) ** 2, 1) / (k - 1))
-        crit = np.full(B, np.inf)
+        crit, level = np.full(B, np.inf), spent.copy()  # a look that added no pair keeps the last one's
         cache: dict[tuple, float] = {}
         for b in np.flatnonzero(~stopped & (k >= 2)):
             h = history[b]
@@ -138,11 +137,11 @@ def judge_paired(x: np.ndarray, y: np.ndarray, design: Design, goal: str) -> Jud
             if h not in cache:
                 counts, budget = zip(*h)
                 cache[h] = critical_values(counts, budget)[-1]
-            crit[b] = cache[h]
+            crit[b], level[b] = cache[h], h[-1][1]
         with np.errstate(all="ignore"):
             se = sd / np.sqrt(k)
         lo, hi = _interval(diff, se, crit, k, k, _scale(xs, ys))
-        j = Judgement(verdict=np.zeros(B, int), diff=diff, lo=lo, hi=hi, se=se, df=k - 1.0, crit=crit, spent=spent.copy(),
+        j = Judgement(verdict=np.zeros(B, int), diff=diff, lo=lo, hi=hi, se=se, df=k - 1.0, crit=crit, spent=level,
                       n=k, m=k, row_failed=row_failed, base_failed=base_failed, runs=np.full(B, n),
                       base_runs=np.full(B, n), failure_p=np.full(B, np.nan), on_failures=np.zeros(B, bool),
                       margin=_margins(design.margin, ys), look=np.full(B, n), decided_at=np.zeros(B, int))

@@ -11,7 +11,6 @@ from omegaconf import OmegaConf
 from ablate.sweep.plan import Planner, PlannedRun, base_variant, default_sweep_dir, read_planned, run_config, write_plan
 from ablate.sweep.decide import design_of
 from ablate.sweep.queue import BayesQueue, RunQueue
-from ablate.sweep.sequential import SequentialQueue, family
 from ablate.model.memory import training_bytes
 from ablate.sweep.runner import Outcome, execute, pending, slots
 from ablate.sweep.spec import Sweep
@@ -93,6 +92,8 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     if sweep.method == "bayes":
         queue: RunQueue = BayesQueue(sweep, sweep_dir, planner, runs, save, lambda run: run.id not in todo_ids)
     elif sweep.decide.max_seeds:
+        from ablate.sweep.sequential import SequentialQueue, family  # scipy: only when a sweep runs looks
+
         queue = SequentialQueue(sweep, sweep_dir, planner, runs, todo, design_of(sweep, len(family(runs))), save,
                                 lambda added: pending(added, sweep_dir, retry_failed, evaluate)[0])
         todo_ids = {r.id for r in queue.todo}
