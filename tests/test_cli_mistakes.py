@@ -46,6 +46,9 @@ def work(tmp_path, monkeypatch) -> Path:
                           "{values: [0.1, 0.2]}\ndecide: {max_seeds: 5}\n",
         "decidekey.yaml": "rows: [{name: base}]\ndecide: {seeds: 5}\n",
         "seeds.yaml": "rows: [{name: base}]\nparameters:\n  seed: {values: [0, 1, 2]}\n",
+        "twice.yaml": "model:\n  d_ff: 64\ntrain:\n  max_steps: 2\nmodel:\n  dropout: 0.3\n",
+        "rowtwice.yaml": "rows:\n  - {name: base}\n  - {name: a, model.d_ff: 64, model.d_ff: 128}\n",
+        "metric.yaml": "metric: {name: val/los, goal: minimize}\nrows: [{name: base}]\n",
     }.items():
         (tmp_path / name).write_text(text)
     monkeypatch.chdir(tmp_path)
@@ -104,6 +107,9 @@ MISTAKES = [
     (["sweep", SWEEP, "--max-seeds", "1"], "--max-seeds=1 is not allowed; expected an integer from 2 to 100"),
     (["sweep", SWEEP, "--max-seeds", "4"], "--max-seeds=4 is not allowed; expected a listed seed parameter"),
     (["sweep", "seeds.yaml", "--max-seeds", "5", "--backend", "wandb"], "no sequential design with --backend wandb"),
+    (["train", "twice.yaml"], "the key 'model' is given twice (lines 1 and 5); keep one"),
+    (["sweep", "rowtwice.yaml"], "the key 'model.d_ff' is given twice (lines 3 and 3)"),
+    (["sweep", "metric.yaml"], "metric.name='val/los' is not allowed; expected a metric runs log"),
     # report, sync, agent
     (["report", SWEEP], "a sweep that has been launched"),
     (["report", "/nonexistent/sweep.yaml"], "an existing sweep YAML file"),
@@ -129,6 +135,8 @@ RUN_MISTAKES = [  # on a run directory: {run} translation, {lm} language model, 
     (["generate", "{lm}", "--prompt", "hi", "--temperature", "-1"], "--temperature=-1.0"),
     (["attention", "{synthetic}", "--text", "hi"], "has no tokenizer"),
     (["attention", "{run}", "--text", " "], "--text=' ' is not allowed"),
+    (["train", "configs/default.yaml", "output_dir={synthetic}", "model.dropout=0.3"],
+     "expected a run directory of this config or a new one: it holds a run of another config ("),
 ]
 
 

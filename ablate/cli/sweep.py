@@ -97,10 +97,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"ablate: no further run started: {outcome.closed}", file=sys.stderr)
     if outcome.stopped:
         print(f"ablate: {len(outcome.stopped)} runs stopped early by hyperband (see their result.json)", file=sys.stderr)
+    if outcome.interrupted:
+        print(f"ablate: {len(outcome.interrupted)} runs interrupted: launch the sweep again to resume them",
+              file=sys.stderr)
     if outcome.failed:
         print(f"ablate: {len(outcome.failed)} of {len(runs)} runs failed (see their result.json)", file=sys.stderr)
     print(sweep_dir)
-    return 1 if outcome.failed else 0
+    return 1 if outcome.failed or outcome.interrupted else 0
 
 
 def print_report(sweep_dir: Path) -> None:

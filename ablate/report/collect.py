@@ -20,12 +20,10 @@ from typing import Any
 
 from ablate.errors import ConfigError
 from ablate.runs.files import read_metrics, read_result
+from ablate.runs.metrics import EVALUATED  # top-level entries ``ablate evaluate`` adds to result.json
 from ablate.stats.design import Design
 
 PENDING = "pending"  # planned, no result.json yet
-# Top-level entries of result.json that ``ablate evaluate`` adds after training, reported with the final metrics:
-# test BLEU, and a language model's val loss at multiples of its training length.
-EVALUATED = re.compile(r"^(test/bleu|val/loss@\d+x)$")
 FINISHED = "finished"
 FAILED = "failed"
 STOPPED = "stopped"  # ended early by hyperband: not an outcome of its variant

@@ -11,6 +11,7 @@ from html import escape
 from ablate.report import plots
 from ablate.report.table import Report
 from ablate.report.text import (
+    design_note,
     display_cells,
     display_headers,
     format_value,
@@ -89,6 +90,7 @@ def header(report: Report) -> str:
             f'<p class="meta">Headline metric <code>{escape(report.metric)}</code>, goal: {escape(report.goal)} '
             f"({better} is better) · base variant <code>{escape(report.base_variant)}</code> · {escape(report.date)}"
             f" · <code>{escape(str(report.sweep_dir))}</code></p>\n"
+            f'<p class="meta">Comparisons: {escape(design_note(report))}</p>\n'
             f'<p class="note{" ok" if complete else ""}">{escape(note)}</p>')
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 import os
 import re
 import tempfile
@@ -39,6 +40,24 @@ def config_hash(cfg: DictConfig) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def config_changes(old: DictConfig, new: DictConfig) -> list[str]:
+    """The keys whose values differ between two resolved configs, ``key: old -> new``, identity keys left out (what
+    :func:`config_hash` leaves out)."""
+    flat = [_flatten(OmegaConf.to_container(c, resolve=True, enum_to_str=True)) for c in (old, new)]
+    keys = sorted(set(flat[0]) | set(flat[1]))
+    return [f"{k}: {flat[0].get(k, '(unset)')} -> {flat[1].get(k, '(unset)')}" for k in keys
+            if flat[0].get(k) != flat[1].get(k) and k.split(".")[0] not in ("output_dir", "wandb")]
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(data, dict):
+        return {prefix: data}
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        out.update(_flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
 def default_output_dir(cfg: DictConfig) -> Path:
     """runs/<name>/<YYYYmmdd-HHMMSS>-<config hash>"""
     return Path("runs") / cfg.name / f"{time.strftime('%Y%m%d-%H%M%S')}-{config_hash(cfg)[:6]}"
@@ -59,14 +78,45 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}  # how JSON files spell them
+
+
+def _encode(value: Any) -> Any:
+    """``value`` with every NaN or infinite float spelled as a string: strict JSON has no such numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _decode(value: Any) -> Any:
+    """The inverse of :func:`_encode`: "NaN", "Infinity" and "-Infinity" become floats again."""
+    if isinstance(value, str):
+        return NON_FINITE.get(value, value)
+    if isinstance(value, dict):
+        return {k: _decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    """Write ``data`` as strict JSON (a diverged run's NaN or infinite numbers as strings), atomically."""
+    write_atomic(path, json.dumps(_encode(data), indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file written by :func:`write_json` (or an older ablate's, with bare NaN), numbers as they were."""
+    return _decode(json.loads(Path(path).read_text()))
 
 
 def read_result(run_dir: Path) -> dict[str, Any] | None:
     """The run's result.json, or None when there is none yet."""
     path = Path(run_dir) / "result.json"
-    return json.loads(path.read_text()) if path.is_file() else None
+    return read_json(path) if path.is_file() else None
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, float]]:

@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import signal
 import subprocess
@@ -30,7 +29,7 @@ from typing import Callable
 import torch
 from tqdm import tqdm
 
-from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_result, write_atomic, write_json
+from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_json, read_result, write_atomic, write_json
 from ablate.runs.lock import EXIT_LOCKED
 from ablate.sweep import warm
 from ablate.sweep.hyperband import Hyperband
@@ -44,6 +43,7 @@ class Outcome:
     failed: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # finished before, or running elsewhere
     stopped: list[str] = field(default_factory=list)  # ended early by hyperband
+    interrupted: list[str] = field(default_factory=list)  # stopped from outside (Ctrl-C, SIGTERM): a relaunch resumes
     closed: str | None = None  # why the sweep started no more runs (metric.target reached)
 
 
@@ -128,9 +128,18 @@ def _train(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, st
     code = _ablate(["train", str(run_dir / "config.yaml")], run_dir / "train.log", env, cwd, fresh)
     result = read_result(run_dir) or {}
     if code not in (0, EXIT_LOCKED) and result.get("status") in (None, "running"):
-        result.update(status="failed", error=f"{_why(code, run_dir / 'train.log')}; see {run_dir / 'train.log'}")
+        why = f"{_why(code, run_dir / 'train.log')}; see {run_dir / 'train.log'}"
+        if code in INTERRUPTED:  # stopped from outside, even before it could say so itself: it resumes
+            result.update(status="interrupted", error=why)
+        else:
+            result.update(status="failed", error=why)
         write_json(run_dir / "result.json", result)
     return code, result.get("error", f"exit code {code}")
+
+
+# Exit codes of a run stopped from outside: Ctrl-C (ablate's 130, or the signal itself before ablate could catch
+# it), SIGTERM (the sweep going away, a scheduler preempting). Such a run is interrupted, not failed.
+INTERRUPTED = {130, -signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGTERM}
 
 
 def _ablate(args: list[str], log: Path, env: dict[str, str], cwd: Path | None, fresh: bool = False) -> int:
@@ -223,6 +232,8 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
                 status = (read_result(sweep_dir / run.run_dir) or {}).get("status")
                 if code == EXIT_LOCKED:
                     outcome.skipped.append(run.id)
+                elif status == "interrupted":
+                    outcome.interrupted.append(run.id)
                 elif code != 0:
                     outcome.failed[run.id] = error
                 elif status == "stopped":
@@ -248,7 +259,7 @@ def history(sweep_dir: Path, run: PlannedRun, metric: str) -> list[float]:
     """The values a run has logged for ``metric``, one per validation (``progress.json``)."""
     path = sweep_dir / run.run_dir / PROGRESS_FILE
     try:
-        return [v for _, v in json.loads(path.read_text()).get("history", {}).get(metric, [])]
+        return [v for _, v in read_json(path).get("history", {}).get(metric, [])]
     except (OSError, ValueError):  # not written yet
         return []
 

@@ -37,6 +37,7 @@ from ablate.errors import ConfigError
 from ablate.sweep.decide import Decide, check_sequential, parse_decide
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.match import Match
+from ablate.runs.metrics import allowed, known
 from ablate.sweep.params import UNBOUNDED, GRIDDABLE, Param, flatten
 from ablate.yamlio import load_yaml
 
@@ -252,6 +253,8 @@ def _parse_metric(spec: Any, source: str) -> dict[str, Any]:
         metric.update(spec)
     if metric["goal"] not in GOALS:
         raise ConfigError("metric.goal", metric["goal"], "minimize or maximize", source)
+    if not isinstance(metric["name"], str) or not known(metric["name"]):
+        raise ConfigError("metric.name", metric["name"], allowed(str(metric["name"])), source)
     target = metric.get("target")
     if target is not None and (isinstance(target, bool) or not isinstance(target, (int, float))):
         raise ConfigError("metric.target", target, "a number", source)

@@ -3,7 +3,6 @@ pool, and a graceful stop on request."""
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
-from ablate.runs.files import PROGRESS_FILE, STOP_FILE, write_json
+from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_json, write_json
 
 
 class TokenThroughput(pl.Callback):
@@ -70,17 +69,47 @@ class TokenThroughput(pl.Callback):
 
 
 class FiniteLoss(pl.Callback):
-    """Stops the run with an error when the training loss is NaN or infinite (checked every ``every`` steps)."""
+    """Fails the run when its training loss turns NaN or infinite at any step, or its validation loss does.
+
+    Every step folds the loss's finiteness into a step number kept on the loss's device (the first step whose loss
+    was not finite), so the loop never waits for a GPU; that number is read every ``every`` steps, before each
+    validation (no checkpoint is saved from weights that went bad) and when training ends, so a run shorter than
+    ``every`` steps, or one that goes bad between two reads, fails too, naming the step.
+    """
 
     def __init__(self, every: int):
         self.every = every
+        self._first_bad: torch.Tensor | None = None  # the first step with a non-finite loss; -1: none yet
+        self._bad_loss: torch.Tensor | None = None  # its loss
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if trainer.global_step % self.every == 0 and outputs is not None:
-            loss = float(outputs["loss"])
-            if not math.isfinite(loss):
-                raise FloatingPointError(f"train/loss is {loss} at step {trainer.global_step}")
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if outputs is None:
+            return
+        loss = outputs["loss"].detach()
+        if self._first_bad is None:
+            self._first_bad = torch.full((), -1, dtype=torch.long, device=loss.device)
+            self._bad_loss = torch.zeros((), dtype=loss.dtype, device=loss.device)
+        bad = ~torch.isfinite(loss) & (self._first_bad < 0)
+        self._first_bad = torch.where(bad, trainer.global_step, self._first_bad)
+        self._bad_loss = torch.where(bad, loss, self._bad_loss)
+        if trainer.global_step % self.every == 0:
+            self._check()
 
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._check()
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        value = trainer.callback_metrics.get("val/loss")
+        if not trainer.sanity_checking and value is not None and not math.isfinite(float(value)):
+            raise FloatingPointError(f"val/loss is {float(value)} at step {trainer.global_step}")
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._check()
+
+    def _check(self) -> None:
+        if self._first_bad is not None and (step := int(self._first_bad)) >= 0:
+            raise FloatingPointError(f"train/loss is {float(self._bad_loss)} at step {step}")
 
 
 class Progress(pl.Callback):
@@ -96,7 +125,7 @@ class Progress(pl.Callback):
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.path.is_file():  # an earlier attempt: keep what it logged up to where this one resumes
-            earlier = json.loads(self.path.read_text()).get("history", {})
+            earlier = read_json(self.path).get("history", {})
             self.history = {k: [p for p in v if p[0] <= trainer.global_step] for k, v in earlier.items()}
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

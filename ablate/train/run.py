@@ -20,7 +20,8 @@ from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
 from ablate.config.schema import Logger as LoggerKind
 from ablate.data import build_task
-from ablate.runs.files import config_hash, default_output_dir, read_result, write_atomic, write_json
+from ablate.errors import ConfigError
+from ablate.runs.files import config_changes, config_hash, default_output_dir, read_result, write_atomic, write_json
 from ablate.runs.lock import run_lock
 from ablate.runtime import allocator_in_use
 from ablate.train.callbacks import FiniteLoss, Progress, StopRequest, TokenThroughput
@@ -106,6 +107,11 @@ def _device(trainer: pl.Trainer) -> str:
     return f"{device} ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else str(device)
 
 
+def _exp(x: float) -> float:
+    """exp(x), infinite past the largest float (a diverged loss above ~709 nats is a result, not an error)."""
+    return math.exp(x) if x < 709.0 else math.inf
+
+
 def _metrics(trainer: pl.Trainer) -> dict[str, float]:
     return {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
 
@@ -138,10 +144,31 @@ def train(cfg: DictConfig) -> Path:
     lead = rank_zero_only.rank == 0
     with run_lock(run_dir) if lead else nullcontext():
         previous = read_result(run_dir) or {}
+        if lead:
+            _refuse_another_config(run_dir, cfg, previous)
         if previous.get("status") == "finished" and previous.get("config_hash") == config_hash(cfg):
             return run_dir  # another process finished this very run while we waited to start it
         _fit(cfg, system, data, run_dir, start, lead)
     return run_dir
+
+
+def _refuse_another_config(run_dir: Path, cfg: DictConfig, previous: dict[str, Any]) -> None:
+    """A run directory belongs to one resolved config: resuming it (or writing over its result) under another would
+    relabel steps trained one way as trained another.
+
+    Raises:
+        ConfigError: it holds a run of another config, naming the keys that differ.
+    """
+    old_path = run_dir / "config.yaml"
+    old = OmegaConf.load(old_path) if old_path.is_file() else None
+    trained = previous.get("config_hash") or (old is not None and (run_dir / "checkpoints").is_dir() and config_hash(old))
+    if not trained or trained == config_hash(cfg):
+        return
+    changes = config_changes(old, cfg) if old is not None and config_hash(old) == trained else []
+    what = "; ".join(changes[:6]) + (f"; and {len(changes) - 6} more" if len(changes) > 6 else "") if changes else \
+        f"config hash {trained}, this one {config_hash(cfg)}"
+    raise ConfigError("output_dir", str(run_dir), f"a run directory of this config or a new one: it holds a run of "
+                      f"another config ({what}); resume it with {old_path}, or give another output_dir")
 
 
 def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModule, run_dir: Path, start: float,
@@ -193,7 +220,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         result.update(
             step=trainer.global_step,
             final=_metrics(trainer),
-            best={"val/loss": best, "val/ppl": math.exp(best)} if math.isfinite(best) else {},
+            best={"val/loss": best, "val/ppl": _exp(best)} if math.isfinite(best) else {},
             tokens_per_s=throughput.tokens_per_s,
             train_tokens=throughput.total_tokens,
             wall_time_s=time.time() - start,

@@ -76,6 +76,9 @@ def test_the_family_is_every_compared_row_and_leaking_rows_stay_out(tmp_path):
     assert row(report, "a").comparison.level == pytest.approx(1 - 0.05 / 2)
     assert cells(report, "leak")["verdict"] == "not comparable: its mask leaks labels"
     assert "simultaneous 95% over 2 rows" in format_terminal(report) and "95% CI (simult.)" in format_markdown(report)
+    from ablate.report.html import render_html
+
+    assert "Comparisons: simultaneous 95% over 2 rows (Bonferroni: each row 97.50%)" in render_html(report)
 
 
 def test_the_design_comes_from_the_plan(tmp_path):

@@ -43,6 +43,8 @@ def test_pairs_are_the_seeds_both_sides_ended_and_the_table_says_how_many():
     assert c.paired and (c.n, c.shared, c.ended) == (4, 4, 5)
     d = [row[s] - base[s] for s in range(4)]
     assert c.diff == pytest.approx(np.mean(d)) and c.diff == pytest.approx(sum(c.interval) / 2)
+    ci = stats.ttest_rel([row[s] for s in range(4)], [base[s] for s in range(4)]).confidence_interval(0.95)
+    assert c.interval == pytest.approx((ci.low, ci.high), rel=1e-12)  # paired on the 4 shared seeds, one row
 
 
 def test_fewer_than_two_shared_seeds_fall_back_to_unpaired():

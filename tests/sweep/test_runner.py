@@ -147,3 +147,20 @@ def test_a_run_killed_by_the_kernel_is_recorded_as_failed(tmp_path):
     assert _statuses(sweep_dir) == ["finished", "failed"]
     result = json.loads((sweep_dir / _plan(sweep_dir)["runs"][1]["run_dir"] / "result.json").read_text())
     assert result["error"].startswith("killed by SIGKILL (out of memory?)")
+
+
+@pytest.mark.parametrize("code, status", [(130, "interrupted"), (-signal.SIGINT, "interrupted"),
+                                          (-signal.SIGTERM, "interrupted"), (-signal.SIGKILL, "failed"), (1, "failed")])
+def test_a_run_stopped_before_it_could_say_so_is_interrupted_not_failed(tmp_path, monkeypatch, code, status):
+    """Ctrl-C (or the sweep going away) while a worker was starting a run: the run wrote nothing yet. It is
+    interrupted, so a plain relaunch resumes it; only a run that died on its own is failed."""
+    from ablate.sweep import runner
+    from ablate.sweep.plan import PlannedRun
+
+    monkeypatch.setattr(runner, "_ablate", lambda *a, **k: code)
+    run = PlannedRun(id="r", variant="v", seed=0, varied={}, overrides=[], labels=[], run_dir="runs/r", parameters=1,
+                     flops_per_token=1.0)
+    runner._train(run, tmp_path, "seed: 0\n", {}, None, fresh=True)
+    assert json.loads((tmp_path / "runs/r/result.json").read_text())["status"] == status
+    todo, _ = runner.pending([run], tmp_path, retry_failed=False)
+    assert (todo == [run]) == (status == "interrupted")

@@ -24,7 +24,7 @@ def _toy(tmp_path: Path):
     path.write_text(textwrap.dedent("""
         method: bayes
         run_cap: 16
-        metric: {name: f, goal: minimize}
+        metric: {name: val/loss, goal: minimize}  # the search is driven by _f below
         parameters:
           x: {distribution: uniform, min: -2.0, max: 2.0}
           y: {distribution: log_uniform_values, min: 0.001, max: 1.0}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,9 @@ import pytest
 import torch
 
 import ablate
+from ablate.errors import ConfigError
 from ablate.runs.files import read_metrics
+from ablate.runs.metrics import known
 from ablate.train.run import RunFailed, train
 from tests.conftest import REPO, TINY
 
@@ -43,6 +46,8 @@ def test_train_cli_on_the_embedded_task_writes_a_complete_run_dir(in_tmp):
     rows = read_metrics(run_dir)
     assert [r["step"] for r in rows if "val/loss" in r] == [5, 11]
     assert any("train/tokens_per_s" in r for r in rows) and any("lr-Adam" in r for r in rows)
+    logged = {k for r in rows for k in r if k not in ("step", "epoch")} | set(result["final"])
+    assert all(known(k) for k in logged), logged  # a sweep's metric may name exactly what runs log
     # W&B is on by default and, with no API key here, offline: its files are in the run directory.
     assert list(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
 
@@ -55,15 +60,53 @@ def test_training_lowers_the_validation_loss(in_tmp):
     assert len(val) == 3 and val[-1] < val[0] - 0.05
 
 
-def test_a_killed_run_resumes_from_its_last_checkpoint(in_tmp):
+def test_a_run_directory_belongs_to_one_config(in_tmp):
+    """Resuming a run directory under another config would relabel steps trained one way as trained another: it is
+    refused, naming the keys, and nothing in the directory changes. (Resuming under its own config:
+    tests/train/test_resume.py.)"""
     first = ablate.load_config(None, TINY + FAST + ["output_dir=run"])
     train(first)
-    more = ablate.load_config(None, TINY + FAST + ["output_dir=run", "train.max_steps=18"])
-    result = _result(train(more))
-    assert result["status"] == "finished" and result["step"] == 18
-    assert result["resumed_from"].endswith("last.ckpt")
-    steps = [r["step"] for r in read_metrics(Path("run")) if "val/loss" in r]
-    assert steps == [5, 11, 17]
+    files = {p: p.read_bytes() for p in Path("run").rglob("*") if p.is_file() and ".lock" not in p.name}
+    other = ablate.load_config(None, TINY + FAST + ["output_dir=run", "model.dropout=0.3", "train.label_smoothing=0.0",
+                                                    "train.max_steps=18"])
+    with pytest.raises(ConfigError, match=re.escape("model.dropout: 0.1 -> 0.3; train.label_smoothing: 0.1 -> 0.0; "
+                                                    "train.max_steps: 12 -> 18")):
+        train(other)
+    assert {p: p.read_bytes() for p in Path("run").rglob("*") if p.is_file() and ".lock" not in p.name} == files
+    assert train(first) == Path("run") and _result(Path("run"))["step"] == 12  # its own config: nothing to do
+
+
+def test_a_loss_that_turns_nan_between_checks_fails_the_run_with_its_step(in_tmp):
+    """Read every 1000 steps, a 6-step run whose loss goes NaN is still failed, at the step it went bad."""
+    cfg = ablate.load_config(None, TINY + FAST + ["output_dir=run", "train.schedule=constant", "train.lr=1e30",
+                                                  "train.schedule_args.warmup=0", "train.log_every=1000",
+                                                  "train.max_steps=6", "train.val_every=1000"])
+    with pytest.raises(RunFailed):
+        train(cfg)
+    result = _result(Path("run"))
+    assert result["status"] == "failed" and re.fullmatch(r"FloatingPointError: train/loss is (nan|inf) at step \d",
+                                                         result["error"])
+    json.loads((Path("run") / "result.json").read_text(), parse_constant=_strict)  # strict JSON, NaN or not
+
+
+def _strict(token: str) -> None:
+    raise ValueError(f"{token} is not JSON")
+
+
+def test_a_huge_diverged_loss_is_recorded_not_lost(in_tmp, monkeypatch):
+    """A best val loss past exp's range (~709 nats) used to raise OverflowError and leave result.json 'running'."""
+    from ablate.train import run as run_module
+
+    assert run_module._exp(800.0) == math.inf and run_module._exp(1.0) == pytest.approx(math.e)
+    from ablate.runs.files import read_result, write_json
+
+    write_json(Path("r.json"), {"best": {"val/loss": 800.0, "val/ppl": math.inf}, "final": {"val/loss": math.nan}})
+    text = Path("r.json").read_text()
+    assert json.loads(text, parse_constant=_strict)["best"]["val/ppl"] == "Infinity"
+    Path("run").mkdir()
+    Path("r.json").rename(Path("run") / "result.json")
+    back = read_result(Path("run"))
+    assert back["best"]["val/ppl"] == math.inf and math.isnan(back["final"]["val/loss"])
 
 
 def test_a_nan_loss_fails_the_run_and_records_why(in_tmp):

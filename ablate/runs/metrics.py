@@ -1,0 +1,26 @@
+"""The metrics a run logs, by name: what a sweep's ``metric`` may name and a report may show.
+
+Training logs ``LOGGED`` (Lightning's CSV and W&B loggers, ``result.json``'s final and best); ``ablate evaluate``
+adds ``test/bleu`` and a language model's loss and perplexity at multiples of its training length (``EVALUATED``).
+``tests/train/test_train.py`` checks that a run logs nothing outside this list.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+LOGGED = ("val/loss", "val/ppl", "val/acc", "val/bleu", "train/loss", "train/tokens_per_s", "lr-Adam")
+EVALUATED = re.compile(r"^(test/bleu|val/(loss|ppl)@\d+x)$")
+
+
+def known(name: str) -> bool:
+    """Whether some run logs ``name`` (in training, or ablate evaluate)."""
+    return name in LOGGED or bool(EVALUATED.match(name))
+
+
+def allowed(name: str) -> str:
+    """What a metric name may be, in words, with the closest known name when there is one."""
+    close = difflib.get_close_matches(name, [*LOGGED, "test/bleu", "val/loss@2x"], n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"a metric runs log: {', '.join(LOGGED)}; test/bleu or val/loss@Nx after ablate evaluate{hint}"
