@@ -45,3 +45,16 @@ class NoEffect(ConfigError):
     def _message(self) -> str:
         where = f"{self.source}: " if self.source else ""
         return f"{where}{self.key}={self.value!r} has no effect: {self.allowed}"
+
+
+def check_name(name: str, key: str, source: str | None = None) -> str:
+    """``name`` when it is a name: a run's or a sweep's folder is made from it under runs/ or sweeps/, so it may not
+    be a path (``../x``, ``/tmp/x``) or empty.
+
+    Raises:
+        ConfigError: it is not a name.
+    """
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
+        raise ConfigError(key, name, "a name, not a path: no '/', no '..', not empty (it names a folder under "
+                          "runs/ or sweeps/)", source)
+    return name

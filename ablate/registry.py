@@ -297,6 +297,10 @@ def import_modules(modules: Iterable[str]) -> None:
             raise ConfigError("imports", module, f"an importable module ({exc})") from exc
         except RegistrationError as exc:
             raise ConfigError("imports", module, f"a module whose components can be registered ({exc})") from exc
+        except Exception as exc:  # its own code raised (a syntax error, a bug): one line, where and what
+            where = f"line {exc.lineno}: " if isinstance(exc, SyntaxError) and exc.lineno else ""
+            raise ConfigError("imports", module, f"a module that imports cleanly ({where}{type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())})") from exc
 
 
 def version() -> tuple[int, int]:

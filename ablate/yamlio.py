@@ -1,22 +1,30 @@
-"""Reading YAML with numbers in any form: ``5e-4`` and ``1e3`` are floats, as in YAML 1.2 and W&B; a key twice in
-one mapping is an error.
+"""Reading config and sweep files: the one place that turns a file into data, or into one line saying why not.
 
-PyYAML follows YAML 1.1, where a float needs a dot: ``lr: 5e-4`` (the usual way to write a learning rate)
-would be the string "5e-4". It also keeps the last of two equal keys without a word (``model:`` twice, and
-the first block is gone). Config files and sweep files are read with this loader instead.
+- Numbers in any form: ``5e-4`` and ``1e3`` are floats, as in YAML 1.2 and W&B (PyYAML follows YAML 1.1, where
+  ``lr: 5e-4`` would be the string "5e-4").
+- A key given twice in one mapping is an error (PyYAML keeps the last without a word: ``model:`` twice, and the
+  first block is gone); so is a key that is not a name (``~: 1``, ``3: x``).
+- A missing, unreadable, binary or oversized file, invalid YAML, and aliases that expand past
+  :data:`MAX_NODES` values (a "billion laughs" file) raise :class:`ablate.errors.ConfigError` naming the file.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Hashable
+from pathlib import Path
 from typing import Any
 
 import yaml
 
+from ablate.errors import ConfigError
+
+MAX_BYTES = 1 << 20  # a config or sweep file is a few kB; anything past 1 MiB is not one
+MAX_NODES = 100_000  # values a file may expand to through its aliases
+
 
 class _Loader(yaml.SafeLoader):
-    """A safe loader that also reads exponent floats without a dot and refuses a key given twice."""
+    """A safe loader that also reads exponent floats without a dot, and refuses a key given twice or not a name."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         lines: dict[Any, int] = {}
@@ -25,12 +33,14 @@ class _Loader(yaml.SafeLoader):
                 continue
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
+            if not isinstance(key, str):
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key_node.value or '~'!r} (line {line}) is not a name", key_node.start_mark)
             if isinstance(key, Hashable) and key in lines:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"the key {key!r} is given twice (lines {lines[key]} and {line}); keep one",
                     key_node.start_mark)
-            if isinstance(key, Hashable):
-                lines[key] = line
+            lines[key] = line
         return super().construct_mapping(node, deep=deep)
 
 
@@ -41,10 +51,64 @@ _Loader.add_implicit_resolver(
 )
 
 
+def _expanded(node: yaml.Node, memo: dict[int, int]) -> int:
+    """How many values ``node`` stands for once every alias is expanded (shared nodes counted at each use)."""
+    if id(node) in memo:
+        return memo[id(node)]
+    memo[id(node)] = 1  # a recursive alias counts once
+    if isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded(child, memo) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded(k, memo) + _expanded(v, memo) for k, v in node.value)
+    else:
+        size = 1
+    memo[id(node)] = size
+    return size
+
+
 def load_yaml(text: str) -> Any:
-    """``yaml.safe_load``, with ``5e-4`` read as a float.
+    """``yaml.safe_load`` with the rules of this module.
 
     Raises:
-        yaml.YAMLError: the text is not valid YAML.
+        yaml.YAMLError: the text is not valid YAML, gives a key twice or a key that is not a name, or expands past
+            :data:`MAX_NODES` values.
     """
-    return yaml.load(text, Loader=_Loader)  # noqa: S506  (a SafeLoader subclass)
+    node = yaml.compose(text, Loader=_Loader)  # noqa: S506  (a SafeLoader subclass)
+    if node is not None and _expanded(node, {}) > MAX_NODES:
+        raise yaml.YAMLError(f"its aliases expand to more than {MAX_NODES:,} values")
+    return yaml.load(text, Loader=_Loader)  # noqa: S506
+
+
+def load_yaml_file(path: Path, *, key: str, source: str) -> Any:
+    """The data in a config or sweep file.
+
+    Args:
+        path: the file.
+        key, source: what names the file in an error (``config``, ``SWEEP``) and where the name came from.
+
+    Raises:
+        ConfigError: the file is missing, not a readable text file, over :data:`MAX_BYTES`, or not valid YAML
+            (naming the line and the problem).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(key, str(path), "an existing YAML file", source)
+    try:
+        raw = path.read_bytes()[: MAX_BYTES + 1]
+    except OSError as exc:
+        raise ConfigError(key, str(path), f"a file ablate can read ({exc.strerror})", source) from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(key, str(path), f"a YAML file (this one is over {MAX_BYTES >> 20} MiB)", source)
+    try:
+        text = raw.decode("utf-8")
+        if "\x00" in text:
+            raise UnicodeError("a NUL byte")
+    except UnicodeError:
+        raise ConfigError(key, str(path), "a YAML text file (this one is binary)", source) from None
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "?"
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        raise ConfigError("yaml", where, f"valid YAML ({problem})", str(path)) from None

@@ -15,10 +15,10 @@ from __future__ import annotations
 import copy
 import difflib
 import re
+import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
@@ -30,9 +30,10 @@ from ablate.config.validate import validate
 from ablate.errors import ConfigError
 from ablate import registry
 from ablate.registry import import_modules
-from ablate.yamlio import load_yaml
+from ablate.yamlio import load_yaml_file
 
 COMMAND_LINE = "command line"
+DOTTED = re.compile(r"[A-Za-z_][\w-]*(\.[\w-]+)*")  # model.d_model, train.betas.0, wandb.tags
 INTERNAL = "ablate"  # a layer of ablate's own bookkeeping (a sweep run's directory and W&B labels): not read-checked
 
 
@@ -42,6 +43,7 @@ def load_config(
     *,
     imports: Iterable[str] = (),
     layers: Iterable[tuple[str, Iterable[str]]] = (),
+    source: str = "command line",
 ) -> DictConfig:
     """Compose a run config from a YAML file and dotted overrides, and validate it.
 
@@ -52,6 +54,7 @@ def load_config(
             the config's own ``imports`` key.
         layers: ``(source, overrides)`` groups applied after the file and before
             ``overrides``, each named in errors by its source (e.g. a sweep file).
+        source: where ``path`` was named (a missing file is blamed on it): the command line, or a sweep file.
 
     Returns:
         A read-only structured ``DictConfig`` of :class:`RunConfig`.
@@ -59,20 +62,25 @@ def load_config(
     Raises:
         ConfigError: a missing file, unknown key, wrong type or impossible combination.
     """
-    files = _chain(Path(path), seen=()) if path is not None else []
+    files = _chain(Path(path), seen=(), source=source) if path is not None else []
     groups = [(source, list(dotlist)) for source, dotlist in [*layers, (COMMAND_LINE, overrides)]]
     for source, dotlist in groups:
         for item in dotlist:
             if "=" not in item or item.startswith("="):
                 raise ConfigError(item, item, "an override of the form key=value", source)
+            key = item.split("=", 1)[0]
+            if not DOTTED.fullmatch(key):
+                raise ConfigError(key, item.split("=", 1)[1], "a dotted key of names (model.d_model): no empty part, "
+                                  "no space", source)
     parsed = [(source, OmegaConf.to_container(OmegaConf.from_dotlist(dotlist)), dotlist) for source, dotlist in groups]
     # User modules first: they may declare kinds, whose keys the schema must have before anything merges.
-    wanted = [m for _, data in files for m in _list(data.get("imports"))]
-    wanted += [m for _, data, _ in parsed for m in _list(data.get("imports"))] + list(imports)
+    named = [(str(m), str(file)) for file, data in files for m in _list(data.get("imports"))]
+    named += [(str(m), source) for source, data, _ in parsed for m in _list(data.get("imports"))]
+    _announce(named)
     try:
-        import_modules(dict.fromkeys(str(m) for m in wanted))
+        import_modules(dict.fromkeys([*(m for m, _ in named), *map(str, imports)]))
     except ConfigError as err:
-        raise err.at(COMMAND_LINE) from None
+        raise err.at(dict(named).get(str(err.value), COMMAND_LINE)) from None
     steps = [(str(file), data, [k for k in _flat_keys(data) if k.endswith("_args")]) for file, data in files]
     steps += [(source, data, [i.split("=", 1)[0] for i in dotlist if i.split("=", 1)[0].endswith("_args")])
               for source, data, dotlist in parsed]
@@ -87,6 +95,7 @@ def load_config(
     if imports:
         cfg.imports = list(cfg.imports) + [m for m in imports if m not in cfg.imports]
         sources["imports"] = COMMAND_LINE
+    _resolve(cfg, sources)
     try:
         validate(cfg)
     except ConfigError as err:
@@ -96,6 +105,54 @@ def load_config(
                       for key in _leaf_keys(data)])
     OmegaConf.set_readonly(cfg, True)
     return cfg
+
+
+_announced: set[str] = set()
+
+
+def _announce(named: list[tuple[str, str]]) -> None:
+    """Say on stderr, once per module and before importing it, which file's ``imports`` runs which module: a config
+    with imports runs code (the documented way to register components), and describe or --dry-run run it too."""
+    for module, source in named:
+        if module not in _announced and module not in sys.modules:
+            _announced.add(module)
+            print(f"ablate: note: importing {module} (named by {source}'s imports: a config's imports run code)",
+                  file=sys.stderr)
+
+
+ENVIRONMENT = re.compile(r"\$\{\s*(oc\.)?env\s*:")
+
+
+def _resolve(cfg: DictConfig, sources: dict[str, str]) -> None:
+    """Resolve every ``${...}`` interpolation now, so a bad one is one line naming its key; refuse environment
+    variables: the resolved config is copied into the run directory, its checkpoints and W&B, and a secret
+    (``${oc.env:WANDB_API_KEY}``) would go with it.
+
+    Raises:
+        ConfigError: an interpolation that reads the environment or does not resolve.
+    """
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    for key, value in _flat_items(raw):
+        if isinstance(value, str) and ENVIRONMENT.search(value):
+            raise ConfigError(key, value, "a value written out: configs do not read environment variables (the "
+                              "resolved config is copied into the run directory, checkpoints and W&B)",
+                              _source_of(key, sources))
+    try:
+        OmegaConf.resolve(cfg)
+    except OmegaConfBaseException as exc:
+        key = str(getattr(exc, "full_key", "") or "?")
+        value = dict(_flat_items(raw)).get(key, "?")
+        raise ConfigError(key, value, f"an interpolation that resolves ({str(exc).strip().splitlines()[0]})",
+                          _source_of(key, sources)) from None
+
+
+def _flat_items(data: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """(dotted key, value) of every leaf of plain nested dicts and lists."""
+    if isinstance(data, dict):
+        return [kv for k, v in data.items() for kv in _flat_items(v, f"{prefix}{k}.")]
+    if isinstance(data, list):
+        return [kv for i, v in enumerate(data) for kv in _flat_items(v, f"{prefix}{i}.")]
+    return [(prefix[:-1], data)]
 
 
 def _combine(steps: list[tuple[str, Any, list[str]]]) -> dict[str, Any]:
@@ -141,28 +198,23 @@ def _list(value: Any) -> list[Any]:
     return [] if value is None else (list(value) if isinstance(value, (list, tuple)) else [value])
 
 
-def _chain(path: Path, seen: tuple[Path, ...]) -> list[tuple[Path, dict[str, Any]]]:
+def _chain(path: Path, seen: tuple[Path, ...], source: str = "command line") -> list[tuple[Path, dict[str, Any]]]:
     """The files to merge for ``path``: its ``defaults`` (recursively), then itself."""
-    where = seen[-1] if seen else COMMAND_LINE
-    if not path.is_file():
-        raise ConfigError("config", str(path), "an existing YAML file", str(where))
+    where = seen[-1] if seen else source
     resolved = path.resolve()
     if resolved in seen:
         raise ConfigError("defaults", str(path), "no cycles between config files", str(path))
-    try:
-        data = load_yaml(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f"line {mark.line + 1}" if mark else "?"
-        raise ConfigError("yaml", line, f"valid YAML ({getattr(exc, 'problem', exc)})", str(path)) from None
+    data = load_yaml_file(path, key="config", source=str(where)) or {}
     if not isinstance(data, dict):
         raise ConfigError("<root>", type(data).__name__, "a mapping of keys to values", str(path))
     defaults = data.pop("defaults", []) or []
     if isinstance(defaults, str):
         defaults = [defaults]
+    if not isinstance(defaults, list) or not all(isinstance(d, str) for d in defaults):
+        raise ConfigError("defaults", defaults, "a config file, or a list of them, to merge first", str(path))
     out: list[tuple[Path, dict[str, Any]]] = []
     for parent in defaults:
-        out += _chain(path.parent / str(parent), seen + (resolved,))
+        out += _chain(path.parent / str(parent), seen + (resolved,), source)
     return out + [(path, data)]
 
 

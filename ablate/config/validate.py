@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+from typing import Callable
+
 from omegaconf import DictConfig, OmegaConf
 
 from ablate import registry
-from ablate.errors import ConfigError
+from ablate.errors import ConfigError, check_name
 
 
 def _positive(cfg: DictConfig, key: str) -> None:
@@ -20,12 +23,22 @@ def _fraction(cfg: DictConfig, key: str) -> None:
         raise ConfigError(key, value, "a number in [0, 1)")
 
 
+def _number(cfg: DictConfig, key: str, allowed: str, ok: Callable[[float], bool], *, optional: bool = False) -> None:
+    """A finite number that ``ok`` accepts (None too, when ``optional``)."""
+    value = OmegaConf.select(cfg, key)
+    if value is None and optional:
+        return
+    if value is None or not math.isfinite(value) or not ok(value):
+        raise ConfigError(key, value, allowed + (" or null" if optional else ""))
+
+
 def validate(cfg: DictConfig) -> None:
     """Raise ConfigError for the first value that cannot be used.
 
     Raises:
         ConfigError: with the dotted key, the value and what is allowed.
     """
+    check_name(cfg.name, "name")
     m = cfg.model
     for key in ("n_layers", "n_encoder_layers", "n_decoder_layers", "d_model", "n_heads", "d_k", "d_v", "d_ff"):
         _positive(cfg, f"model.{key}")
@@ -55,8 +68,20 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("train.keep_checkpoints", cfg.train.keep_checkpoints, "a non-negative integer")
     if cfg.train.checkpoint_every is not None and cfg.train.checkpoint_every < 1:
         raise ConfigError("train.checkpoint_every", cfg.train.checkpoint_every, "a positive integer, or null for val_every")
-    if cfg.train.grad_clip is not None and cfg.train.grad_clip <= 0:
-        raise ConfigError("train.grad_clip", cfg.train.grad_clip, "a positive number or null")
+    _number(cfg, "train.grad_clip", "a positive, finite number", lambda v: v > 0, optional=True)
+    _number(cfg, "train.lr", "a positive, finite learning rate", lambda v: v > 0)
+    _number(cfg, "train.eps", "a positive, finite epsilon", lambda v: v > 0)
+    _number(cfg, "train.weight_decay", "a non-negative, finite weight decay", lambda v: v >= 0)
+    if not 0 <= cfg.seed < 2**32:
+        raise ConfigError("seed", cfg.seed, "an integer in [0, 2**32): what numpy and torch accept as a seed")
+    if cfg.trainer.accumulate_grad_batches < 1:
+        raise ConfigError("trainer.accumulate_grad_batches", cfg.trainer.accumulate_grad_batches, "a positive integer")
+    limit = cfg.trainer.limit_val_batches
+    if limit is not None and not (math.isfinite(limit) and (0 < limit <= 1 or (limit > 1 and float(limit).is_integer()))):
+        raise ConfigError("trainer.limit_val_batches", limit, "a fraction in (0, 1], a whole number of batches, or "
+                          "null (every batch)")
+    if cfg.trainer.num_sanity_val_steps < -1:
+        raise ConfigError("trainer.num_sanity_val_steps", cfg.trainer.num_sanity_val_steps, "-1 (all) or more")
     if cfg.trainer.extra:
         _check_trainer_extra(OmegaConf.to_container(cfg.trainer.extra))
     for kind in registry.kinds().values():  # every declared kind, built-in or the user's

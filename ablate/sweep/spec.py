@@ -33,13 +33,13 @@ from typing import Any
 
 import yaml
 
-from ablate.errors import ConfigError
+from ablate.errors import ConfigError, check_name
 from ablate.sweep.decide import Decide, check_sequential, parse_decide
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.match import Match
 from ablate.runs.metrics import allowed, known
 from ablate.sweep.params import UNBOUNDED, GRIDDABLE, Param, flatten
-from ablate.yamlio import load_yaml
+from ablate.yamlio import load_yaml_file
 
 ABLATE_KEYS = {"base", "rows", "sampler_seed", "match", "evaluate", "decide"}
 W_AND_B_KEYS = {"name", "description", "method", "metric", "parameters", "run_cap", "early_terminate", "project",
@@ -201,6 +201,9 @@ def _parse_base(base: Any, root: Path, source: str) -> tuple[Path | None, list[s
     overrides = base.get("overrides") or []
     if isinstance(overrides, dict):
         overrides = [f"{k}={_yaml_value(v)}" for k, v in overrides.items()]
+    if not isinstance(overrides, list):
+        raise ConfigError("base.overrides", overrides, "a list of key=value strings, or a mapping of keys to values",
+                          source)
     config = base.get("config")
     return (_resolve(root, config) if config else None), [str(o) for o in overrides]
 
@@ -276,10 +279,7 @@ def load_sweep(path: str | Path) -> Sweep:
     source = str(path)
     if not path.is_file():
         raise ConfigError("SWEEP", source, "an existing sweep YAML file", "command line")
-    try:
-        raw = load_yaml(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError("yaml", getattr(exc, "problem", str(exc)), "valid YAML", source) from None
+    raw = load_yaml_file(path, key="SWEEP", source="command line") or {}
     if not isinstance(raw, dict):
         raise ConfigError("<root>", type(raw).__name__, "a mapping", source)
     for key in raw:
@@ -296,7 +296,7 @@ def load_sweep(path: str | Path) -> Sweep:
     if run_cap is not None and (isinstance(run_cap, bool) or not isinstance(run_cap, int) or run_cap <= 0):
         raise ConfigError("run_cap", run_cap, "a positive integer", source)
     base_config, base_overrides = _parse_base(raw.get("base"), path.parent, source)
-    sweep = Sweep(name=str(raw.get("name") or path.stem), path=path, method=method,
+    sweep = Sweep(name=check_name(str(raw.get("name") or path.stem), "name", source), path=path, method=method,
                   metric=_parse_metric(raw.get("metric"), source), description=str(raw.get("description") or ""),
                   base_config=base_config, base_overrides=base_overrides, rows=_parse_rows(raw.get("rows"), source),
                   parameters=params, run_cap=run_cap, sampler_seed=int(raw.get("sampler_seed", 0)),
