@@ -76,6 +76,10 @@ class SyntheticSeq2Seq(_Synthetic):
         self.transform, self.min_len = transform, min_len
         self.collate = Seq2SeqCollator(data.pad_id, data.bos_id, data.eos_id)
 
+    @property
+    def longest(self) -> int:
+        return int(self.cfg.max_len) + 1  # a target of max_len symbols after the decoder's BOS
+
     def examples(self, n: int, seed: int) -> list[tuple[list[int], list[int]]]:
         g = torch.Generator().manual_seed(seed)
         lengths = torch.randint(self.min_len, self.cfg.max_len + 1, (n,), generator=g)

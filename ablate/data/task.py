@@ -25,6 +25,12 @@ class Task:
     seed: int = 0
     train_position: tuple[int, int] = (0, 0)  # (epoch, batches done) the next training loader starts at
 
+    @property
+    def longest(self) -> int:
+        """The longest sequence a training batch gives the model, in tokens (a decoder's BOS included): what its
+        positional components must be able to encode. Tasks keep training sequences within ``data.max_len``."""
+        return int(self.cfg.max_len)
+
     def resume_from(self, epoch: int, batches_done: int) -> None:
         """Make the next training loader start at batch ``batches_done`` of ``epoch`` (counted on this rank)."""
         self.train_position = (epoch, batches_done)

@@ -19,10 +19,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ablate.components.positional import Positional
 from ablate.config.schema import Arch
 from ablate.errors import ConfigError
 from ablate.evaluate.load import load_run_model, run_task
+from ablate.model.inspect import too_long
 from ablate.runs.files import read_result, write_json
 from ablate.runs.wandb import record_scores
 
@@ -32,14 +32,6 @@ FACTORS = (1, 2, 4)
 def key(factor: int, metric: str = "loss") -> str:
     """``val/loss@2x``: the result.json key of a score at ``factor`` times the training length."""
     return f"val/{metric}@{factor}x"
-
-
-def too_long(model: nn.Module, length: int) -> str | None:
-    """Why ``model`` cannot encode ``length`` positions (its positional components' ``max_len``), or None."""
-    for module in model.modules():
-        if isinstance(module, Positional) and module.max_len is not None and module.max_len < length:
-            return f"{type(module).__name__} encodes at most {module.max_len} positions"
-    return None
 
 
 @torch.inference_mode()

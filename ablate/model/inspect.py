@@ -1,4 +1,4 @@
-"""Getting attention weights out of a model, for inspection and plots."""
+"""Looking into a built model: the attention weights, for inspection and plots; how many positions it can encode."""
 
 from __future__ import annotations
 
@@ -9,6 +9,15 @@ import torch
 from torch import nn
 
 from ablate.components.attention import Attention
+from ablate.components.positional import Positional
+
+
+def too_long(model: nn.Module, length: int) -> str | None:
+    """Why ``model`` cannot encode ``length`` positions (its positional components' ``max_len``), or None."""
+    for module in model.modules():
+        if isinstance(module, Positional) and module.max_len is not None and module.max_len < length:
+            return f"{type(module).__name__} encodes at most {module.max_len} positions"
+    return None
 
 
 @contextmanager

@@ -68,6 +68,24 @@ class TokenThroughput(pl.Callback):
         return self.total_tokens / self.train_seconds if self.train_seconds else 0.0
 
 
+class WallClock(pl.Callback):
+    """The run's wall time over every attempt: each checkpoint carries the seconds spent up to it, so a resumed run
+    counts the attempts before (up to their last checkpoint) and its own."""
+
+    def __init__(self, start: float):
+        self.start, self.before = start, 0.0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"seconds": self.seconds}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.before = float(state_dict.get("seconds", 0.0))
+
+    @property
+    def seconds(self) -> float:
+        return self.before + time.time() - self.start
+
+
 class FiniteLoss(pl.Callback):
     """Fails the run when its training loss turns NaN or infinite at any step, or its validation loss does.
 

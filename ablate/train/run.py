@@ -20,12 +20,12 @@ from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
 from ablate.config.schema import Logger as LoggerKind
 from ablate.data import build_task
-from ablate.errors import ConfigError
-from ablate.runs.files import config_changes, config_hash, default_output_dir, read_result, write_atomic, write_json
+from ablate.runs.files import config_hash, read_result, write_atomic, write_json
 from ablate.runs.lock import run_lock
 from ablate.runtime import allocator_in_use
-from ablate.train.callbacks import FiniteLoss, Progress, StopRequest, TokenThroughput
+from ablate.train.callbacks import FiniteLoss, Progress, StopRequest, TokenThroughput, WallClock
 from ablate.train.checkpoints import AtomicCheckpointIO, step_checkpoint_callback
+from ablate.train.preflight import check_run_dir, check_settings, make_run_dir
 from ablate.train.resume import ExactResume
 from ablate.train.system import TransformerSystem
 from ablate.train.validation_bleu import ValidationBleu
@@ -138,37 +138,18 @@ def train(cfg: DictConfig) -> Path:
     # Build first: a component that rejects its arguments fails before anything is written.
     system = TransformerSystem(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
     data = build_task(cfg)
-    run_dir = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(cfg)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    check_settings(cfg, system.model, data)
+    run_dir = make_run_dir(cfg)
     # Under DDP the launcher (rank 0) owns the run directory; the processes it starts only train.
     lead = rank_zero_only.rank == 0
     with run_lock(run_dir) if lead else nullcontext():
         previous = read_result(run_dir) or {}
         if lead:
-            _refuse_another_config(run_dir, cfg, previous)
+            check_run_dir(run_dir, cfg, previous)
         if previous.get("status") == "finished" and previous.get("config_hash") == config_hash(cfg):
             return run_dir  # another process finished this very run while we waited to start it
         _fit(cfg, system, data, run_dir, start, lead)
     return run_dir
-
-
-def _refuse_another_config(run_dir: Path, cfg: DictConfig, previous: dict[str, Any]) -> None:
-    """A run directory belongs to one resolved config: resuming it (or writing over its result) under another would
-    relabel steps trained one way as trained another.
-
-    Raises:
-        ConfigError: it holds a run of another config, naming the keys that differ.
-    """
-    old_path = run_dir / "config.yaml"
-    old = OmegaConf.load(old_path) if old_path.is_file() else None
-    trained = previous.get("config_hash") or (old is not None and (run_dir / "checkpoints").is_dir() and config_hash(old))
-    if not trained or trained == config_hash(cfg):
-        return
-    changes = config_changes(old, cfg) if old is not None and config_hash(old) == trained else []
-    what = "; ".join(changes[:6]) + (f"; and {len(changes) - 6} more" if len(changes) > 6 else "") if changes else \
-        f"config hash {trained}, this one {config_hash(cfg)}"
-    raise ConfigError("output_dir", str(run_dir), f"a run directory of this config or a new one: it holds a run of "
-                      f"another config ({what}); resume it with {old_path}, or give another output_dir")
 
 
 def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModule, run_dir: Path, start: float,
@@ -182,8 +163,8 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
                               "allocator": allocator_in_use(), "precision": resolve_precision(cfg.trainer.precision)}
     write(run_dir / "result.json", {**(read_result(run_dir) or {}), **result})
 
-    throughput = TokenThroughput(pad_id=cfg.data.pad_id, every=cfg.train.log_every)
-    callbacks: list[pl.Callback] = [throughput, FiniteLoss(every=cfg.train.log_every)]
+    throughput, clock = TokenThroughput(pad_id=cfg.data.pad_id, every=cfg.train.log_every), WallClock(start)
+    callbacks: list[pl.Callback] = [throughput, clock, FiniteLoss(every=cfg.train.log_every)]
     if cfg.train.val_bleu:
         callbacks.append(ValidationBleu())  # does nothing for tasks without references
     stop = StopRequest(run_dir)
@@ -199,7 +180,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
             logger.log_hyperparams({"params/" + k: v for k, v in system.n_params.items()})
     except Exception as exc:
         result.update(status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(limit=8),
-                      wall_time_s=time.time() - start)
+                      wall_time_s=clock.seconds)
         write(run_dir / "result.json", result)
         raise RunFailed(run_dir, result["error"]) from exc
     try:
@@ -223,7 +204,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
             best={"val/loss": best, "val/ppl": _exp(best)} if math.isfinite(best) else {},
             tokens_per_s=throughput.tokens_per_s,
             train_tokens=throughput.total_tokens,
-            wall_time_s=time.time() - start,
+            wall_time_s=clock.seconds,  # every attempt's (from the checkpoint it resumed), not the last one's alone
         )
         if resume is not None:
             result["resumed_exactly"] = resumer.exact
