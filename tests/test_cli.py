@@ -62,3 +62,15 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message
     assert message in out.stderr
     assert "Traceback" not in out.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["configs"]  # no runs/ folder
+
+
+def test_a_config_that_sets_nothing_is_said_to_train_the_base_model_for_100k_steps(tmp_path, capsys):
+    import argparse
+
+    from ablate.cli.run import _warn_if_empty
+
+    (tmp_path / "empty.yaml").write_text("# nothing yet\n")
+    _warn_if_empty(argparse.Namespace(items=[str(tmp_path / "empty.yaml")]))
+    assert "sets nothing: training the paper's base model" in capsys.readouterr().err
+    _warn_if_empty(argparse.Namespace(items=[str(tmp_path / "empty.yaml"), "train.max_steps=10"]))
+    assert capsys.readouterr().err == ""

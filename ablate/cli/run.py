@@ -45,12 +45,23 @@ def load(args: argparse.Namespace, config_required: bool):
     return load_config(config, overrides, imports=args.imports)
 
 
+def _warn_if_empty(args: argparse.Namespace) -> None:
+    """A config file that sets nothing trains the schema's defaults, the paper's base model for 100,000 steps: say so."""
+    from ablate.yamlio import load_yaml_file
+
+    config, overrides = split_items(args.items, config_required=False)
+    if config is not None and not overrides and not load_yaml_file(Path(config), key="config", source="command line"):
+        print(f"ablate: warning: {config} sets nothing: training the paper's base model (transformer_base, 6+6 "
+              "layers, d_model 512) for 100,000 steps", file=sys.stderr)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
     from ablate.train.run import RunFailed, train
 
     cfg = load(args, config_required=False)
+    _warn_if_empty(args)
     try:
         run_dir = train(cfg)
     except RunFailed as failed:
@@ -88,7 +99,7 @@ def cmd_components(args: argparse.Namespace) -> int:
 
     registry.import_modules(args.imports)
     kinds = registry.kinds()
-    selected = [registry.kind(args.kind).name] if args.kind else list(kinds)
+    selected = [registry.kind(args.kind).name] if args.kind is not None else list(kinds)
     for kind in selected:
         print(f"{kind}: {kinds[kind].description}  [{kinds[kind].key}, default {kinds[kind].default}]")
         for e in registry.entries(kind):

@@ -106,28 +106,34 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 1 if outcome.failed or outcome.interrupted else 0
 
 
-def print_report(sweep_dir: Path) -> None:
-    """Build the sweep's report, write its files, print its table, and put the table in W&B when the
-    runs logged there."""
+def print_report(sweep_dir: Path) -> bool:
+    """Build the sweep's report, print its table, write its files, and put the table in W&B when the runs logged
+    there. Returns whether the files were written (a read-only sweep gets its table printed all the same)."""
     from omegaconf import OmegaConf
 
     from ablate.report import build_report, format_terminal, upload_table, write_report
 
     report = build_report(sweep_dir)
-    write_report(report, sweep_dir / "report")
     print(format_terminal(report))
+    try:
+        write_report(report, sweep_dir / "report")
+    except OSError as exc:
+        print(f"ablate: warning: the report's files were not written to {sweep_dir / 'report'} ({exc.strerror}); "
+              "the table above is the whole report", file=sys.stderr)
+        return False
     configs = sorted((sweep_dir / "runs").glob("*/config.yaml"))
     cfg = OmegaConf.load(configs[0]) if configs else None
     if cfg is not None and cfg.get("logger") == "wandb":
         w = cfg.wandb
         upload_table(report, project=w.project, entity=w.entity, group=w.group or report.name,
                      save_dir=sweep_dir / "report", mode=w.mode)
+    return True
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     sweep_dir = sweep_dir_of(args.sweep)
-    print_report(sweep_dir)
-    print(sweep_dir / "report" / "report.html")
+    if print_report(sweep_dir):
+        print(sweep_dir / "report" / "report.html")
     return 0
 
 

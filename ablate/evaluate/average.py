@@ -81,9 +81,17 @@ def average_state_dicts(states: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def load_state_dict(path: str | Path) -> dict[str, Any]:
-    """The ``state_dict`` of a Lightning checkpoint, on the CPU."""
-    checkpoint = torch.load(path, map_location="cpu", weights_only=False)  # our own run's files; they hold configs
-    return checkpoint["state_dict"]
+    """The ``state_dict`` of a Lightning checkpoint, on the CPU.
+
+    Raises:
+        ConfigError: the file is truncated, empty or not a Lightning checkpoint, naming it.
+    """
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False)  # our own run's files; they hold configs
+        return checkpoint["state_dict"]
+    except Exception as exc:  # RuntimeError (a cut zip), EOFError, UnpicklingError, KeyError, TypeError
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise ConfigError("checkpoint", str(path), f"a Lightning checkpoint torch can load ({reason})") from None
 
 
 def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:

@@ -61,7 +61,12 @@ def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: st
             raise ConfigError("--checkpoint", checkpoint, f"a checkpoint in {paths[0].parent} (best, last)")
         state = load_state_dict(paths[0])
     model = build_model(cfg)
-    model.load_state_dict({k[len(MODEL_PREFIX):]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)})
+    try:
+        model.load_state_dict({k[len(MODEL_PREFIX):]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)})
+    except RuntimeError as exc:  # torch lists every mismatch on lines of its own: the first one says enough
+        first = next((line.strip() for line in str(exc).splitlines()[1:] if line.strip()), str(exc).strip())
+        raise ConfigError("checkpoint", str(paths[0]), f"weights that fit {run_dir / 'config.yaml'} (they do not: "
+                          f"{first})") from None
     return cfg, model.float().eval().to(target), paths
 
 

@@ -9,7 +9,6 @@ Nothing here aggregates; :mod:`ablate.report.table` turns these runs into a tabl
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import statistics
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import ConfigError
-from ablate.runs.files import read_metrics, read_result
+from ablate.runs.files import read_json, read_metrics, read_result
 from ablate.runs.metrics import EVALUATED  # top-level entries ``ablate evaluate`` adds to result.json
 from ablate.stats.design import Design
 
@@ -116,11 +115,20 @@ def read_plan(sweep_dir: Path) -> Plan:
     path = Path(sweep_dir) / "plan.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no plan.json; is {sweep_dir} a sweep directory?")
-    data = json.loads(path.read_text())
+    data = read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("runs", []), list) or \
+            not all(isinstance(run, dict) for run in data.get("runs", [])):
+        raise ConfigError("file", str(path), "a sweep's plan: a JSON mapping with a list of runs, as ablate writes it")
     missing = [k for k in PLAN_KEYS if k not in data]
     missing += [f"runs[{i}].{k}" for i, run in enumerate(data.get("runs", [])) for k in RUN_KEYS if k not in run]
     if missing:
         raise ConfigError(missing[0], None, "a value (the key is missing)", str(path))
+    for i, run in enumerate(data["runs"]):
+        seed = run.get("seed")
+        if not isinstance(run["id"], str) or not isinstance(run["variant"], str) or \
+                not (seed is None or (isinstance(seed, int) and not isinstance(seed, bool))):
+            raise ConfigError(f"runs[{i}]", {k: run.get(k) for k in ("id", "variant", "seed")},
+                              "a run as ablate plans it: a string id and variant, an integer seed or none", str(path))
     metric = data["metric"]
     if not isinstance(metric, dict) or "name" not in metric:
         raise ConfigError("metric", metric, "a mapping {name: ..., goal: minimize|maximize}", str(path))

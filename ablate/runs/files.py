@@ -20,11 +20,12 @@ import math
 import os
 import re
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+
+from ablate.errors import ConfigError
 
 
 PROGRESS_FILE = "progress.json"
@@ -58,11 +59,6 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def default_output_dir(cfg: DictConfig) -> Path:
-    """runs/<name>/<YYYYmmdd-HHMMSS>-<config hash>"""
-    return Path("runs") / cfg.name / f"{time.strftime('%Y%m%d-%H%M%S')}-{config_hash(cfg)[:6]}"
-
-
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,6 +68,7 @@ def write_atomic(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a run's files are read by whoever reads its checkpoints
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -109,14 +106,31 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """A JSON file written by :func:`write_json` (or an older ablate's, with bare NaN), numbers as they were."""
-    return _decode(json.loads(Path(path).read_text()))
+    """A JSON file written by :func:`write_json` (or an older ablate's, with bare NaN), numbers as they were.
+
+    Raises:
+        ConfigError: it cannot be read or is not JSON (edited, or not ablate's), naming the file.
+    """
+    try:
+        return _decode(json.loads(Path(path).read_text()))
+    except (OSError, UnicodeError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else " ".join(str(exc).split())
+        raise ConfigError("file", str(path), f"a JSON file as ablate writes it ({reason})") from None
 
 
 def read_result(run_dir: Path) -> dict[str, Any] | None:
-    """The run's result.json, or None when there is none yet."""
+    """The run's result.json, or None when there is none yet.
+
+    Raises:
+        ConfigError: it is not a JSON mapping, naming the file.
+    """
     path = Path(run_dir) / "result.json"
-    return read_json(path) if path.is_file() else None
+    if not path.is_file():
+        return None
+    result = read_json(path)
+    if not isinstance(result, dict):
+        raise ConfigError("file", str(path), f"a run's result: a JSON mapping (this one is a {type(result).__name__})")
+    return result
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, float]]:
@@ -128,9 +142,12 @@ def read_metrics(run_dir: Path) -> list[dict[str, float]]:
         path = version / "metrics.csv"
         if not path.is_file():
             continue
-        with path.open(newline="") as f:
+        with path.open(newline="", errors="replace") as f:
             for row in csv.DictReader(f):
-                values = {k: float(v) for k, v in row.items() if v not in ("", None)}
+                try:
+                    values = {k: float(v) for k, v in row.items() if k is not None and v not in ("", None)}
+                except (TypeError, ValueError):  # a row cut short (the run killed mid-write): not a logged row
+                    continue
                 key = (int(values.get("step", -1)), ",".join(sorted(values)))
                 rows[key] = values
     return sorted(rows.values(), key=lambda r: r.get("step", -1))

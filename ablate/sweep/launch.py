@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
+from ablate.errors import ConfigError
 from ablate.sweep.plan import Planner, PlannedRun, base_variant, default_sweep_dir, read_planned, run_config, write_plan
 from ablate.sweep.decide import design_of
 from ablate.sweep.queue import BayesQueue, RunQueue
@@ -59,6 +61,20 @@ def variant_notes(runs: list[PlannedRun]) -> list[str]:
     return out
 
 
+def _writable(sweep_dir: Path) -> None:
+    """Create the sweep directory, or refuse it in one line: a file, or a folder this process cannot write in.
+
+    Raises:
+        ConfigError: naming the folder.
+    """
+    try:
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError("--out", str(sweep_dir), f"a folder ablate can create ({exc.strerror})", "command line") from None
+    if not os.access(sweep_dir, os.W_OK):
+        raise ConfigError("--out", str(sweep_dir), "a folder ablate can write in (this one is read-only)", "command line")
+
+
 def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: int, dry_run: bool,
            retry_failed: bool, progress: bool = True, runs_per_gpu: str | int = 1,
            runner: Any = None) -> tuple[Path, list[PlannedRun], Outcome | None]:
@@ -82,7 +98,7 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
         runs = planner.plan(sweep.points())
     if dry_run:
         return sweep_dir, runs, None
-    sweep_dir.mkdir(parents=True, exist_ok=True)
+    _writable(sweep_dir)
     if sweep.path.resolve() != (sweep_dir / "sweep.yaml").resolve():
         shutil.copyfile(sweep.path, sweep_dir / "sweep.yaml")
     evaluate = sweep.evaluate_options()

@@ -27,7 +27,7 @@ from ablate.model import count_parameters
 from ablate.model.diff import module_changes
 from ablate.model.flops import count_flops
 from ablate.model.meta import build_on_meta
-from ablate.runs.files import config_hash, write_json
+from ablate.runs.files import config_hash, read_json, write_json
 from ablate.sweep.match import Match, budget_of, solve
 from ablate.sweep.spec import Point, Sweep, _yaml_value
 
@@ -68,7 +68,7 @@ def run_config(sweep: Sweep, overrides: list[str], run_dir: Path | None, extra: 
     source = str(sweep.path)
     layers = [(source, sweep.base_overrides), ("command line", extra), (source, overrides), (INTERNAL, tail)]
     try:
-        return load_config(sweep.base_config, layers=layers)
+        return load_config(sweep.base_config, layers=layers, source=source)
     except ConfigError as err:
         raise err.at(source) from None
 
@@ -95,6 +95,8 @@ class Planner:
         base_point = sweep.point(row, {}, None)
         self.base = run_config(sweep, _overrides(base_point), None, self.extra)
         self.base_model = build_on_meta(self.base)
+        if sweep.evaluate is not None:
+            _check_evaluable(sweep, self.base)
         self.solved: dict[str, tuple[int, float]] = {}
         self.variants: dict[str, Variant] = {}
         self.seen: set[str] = set()
@@ -126,6 +128,19 @@ class Planner:
                                    flops_per_token=v.flops, changes=v.changes, same_as=v.same_as, matched=matched,
                                    leaks_labels=v.leaks_labels))
         return runs
+
+
+def _check_evaluable(sweep: Sweep, cfg: DictConfig) -> None:
+    """``evaluate:`` needs a task with text (a tokenizer): on a generated task every run would fail its evaluation.
+
+    Raises:
+        ConfigError: the base run's task has none.
+    """
+    from ablate.data import build_task  # its data module, unset up (no tokenizer trained): Lightning, not the data
+
+    if not hasattr(type(build_task(cfg)), "tokenizer"):
+        raise ConfigError("evaluate", sweep.evaluate, f"no evaluate: for task {cfg.data.task!r}, which has no text to "
+                          "read or write (ablate evaluate scores parallel_text and text_lm runs)", str(sweep.path))
 
 
 def _solve(sweep: Sweep, match: Match, point: Point, base: DictConfig, extra: list[str],
@@ -204,7 +219,13 @@ def read_planned(sweep_dir: Path) -> list[PlannedRun]:
     if not path.is_file():
         return []
     names = {f.name for f in fields(PlannedRun)}
-    return [PlannedRun(**{k: v for k, v in run.items() if k in names}) for run in json.loads(path.read_text())["runs"]]
+    data = read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+        raise ConfigError("file", str(path), "a sweep's plan: a JSON mapping with a list of runs, as ablate writes it")
+    try:
+        return [PlannedRun(**{k: v for k, v in run.items() if k in names}) for run in data["runs"]]
+    except (TypeError, AttributeError):
+        raise ConfigError("file", str(path), "a sweep's plan whose runs are as ablate writes them") from None
 
 
 def write_plan(sweep: Sweep, sweep_dir: Path, runs: list[PlannedRun]) -> None:

@@ -61,3 +61,28 @@ def test_the_evaluate_command_prints_the_bleu_line_and_the_translations(run_dir,
 def test_a_folder_without_a_run_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="RUN_DIR"):
         evaluate_run(tmp_path)
+
+
+def _copy(run_dir, tmp_path):
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("wandb"))
+    return copy
+
+
+def test_a_truncated_checkpoint_is_named_in_one_line(run_dir, tmp_path):
+    copy = _copy(run_dir, tmp_path)
+    last = copy / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+    with pytest.raises(ConfigError, match=r"checkpoint='.*last\.ckpt' is not allowed; expected a Lightning checkpoint"):
+        evaluate_run(copy, checkpoint="last")
+
+
+def test_weights_that_do_not_fit_the_config_are_one_line_naming_the_checkpoint(run_dir, tmp_path):
+    copy = _copy(run_dir, tmp_path)
+    config = copy / "config.yaml"
+    config.write_text(config.read_text().replace("d_ff: 64", "d_ff: 96"))
+    with pytest.raises(ConfigError, match=r"expected weights that fit .*config\.yaml \(they do not: size mismatch") as err:
+        evaluate_run(copy, checkpoint="last")
+    assert "\n" not in str(err.value)

@@ -256,3 +256,23 @@ def test_upload_table_calls_log_table_with_its_real_keywords():
     fn = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "log_table")
     assert [a.arg for a in fn.args.kwonlyargs] == ["project", "entity", "group", "name", "columns", "rows",
                                                     "save_dir", "mode"]
+
+
+def test_a_metrics_row_cut_short_is_left_out_not_an_error(fabricate):
+    sweep = fabricate()
+    path = next((sweep / "runs" / "base-s0" / "logs" / "version_0").glob("metrics.csv"))
+    path.write_text(path.read_text() + "350,0,0.001,1e")  # a run killed while CSVLogger wrote its row
+    report = build_report(sweep)
+    assert variant(report, "base").curve.steps == (100, 200, 300)
+
+
+def test_a_read_only_sweep_still_prints_its_table(sweep_dir, capsys, monkeypatch):
+    from ablate.cli import sweep as sweep_cli
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("ablate.report.write_report", refuse)
+    assert sweep_cli.print_report(sweep_dir) is False
+    out, err = capsys.readouterr()
+    assert "variant" in out and "base" in out and "the report's files were not written" in err
