@@ -55,7 +55,9 @@ def check_trainer(cfg: DictConfig) -> None:
 
     t = cfg.trainer
     quiet = logging.getLogger("pytorch_lightning")
-    level, quiet.level = quiet.level, logging.ERROR  # its "GPU available: ..." lines belong to the real Trainer
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # its "GPU available: ..." lines belong to the real Trainer (setLevel: not .level=,
+    # which would leave logging's per-logger cache saying INFO is off after the level is back)
     try:
         pl.Trainer(accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
                    precision=resolve_precision(t.precision), logger=False, enable_checkpointing=False,
@@ -70,7 +72,7 @@ def check_trainer(cfg: DictConfig) -> None:
         raise ConfigError(f"trainer.{key}" if key else "trainer", value,
                           f"a setting pytorch_lightning.Trainer accepts (it said: {message})") from None
     finally:
-        quiet.level = level
+        quiet.setLevel(level)
 
 
 def make_run_dir(cfg: DictConfig) -> Path:

@@ -5,16 +5,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
+import pytorch_lightning as pl
 import wandb
 from omegaconf import OmegaConf
 
 import ablate
 from ablate.errors import ConfigError
 from ablate.runs import wandb as wb
+from ablate.train import run as run_module
 from ablate.train.run import train
 from tests.conftest import TINY
 from tests.runs.wandb_records import RunLog
@@ -36,16 +39,34 @@ def no_credentials(monkeypatch, tmp_path_factory) -> None:
     _no_credentials(monkeypatch, tmp_path_factory.mktemp("home"))
 
 
+class _InterruptAt(pl.Callback):
+    """Ctrl+C as step ``step`` begins (after the checkpoint of the validation before it)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer, *args) -> None:
+        if trainer.global_step == self.step:
+            raise KeyboardInterrupt
+
+
 @pytest.fixture(scope="module")
 def resumed_run(tmp_path_factory) -> Path:
-    """A tiny run trained for 6 steps with ``logger=wandb`` and no API key, then resumed to 9 steps;
+    """A tiny 9-step run with ``logger=wandb`` and no API key, interrupted at step 6 and resumed to the end;
     the working folder it ran in."""
     work = tmp_path_factory.mktemp("work")
+    cfg = ablate.load_config(None, TINY + FAST + WANDB + ["train.max_steps=9"])
+    sigint = signal.getsignal(signal.SIGINT)
     with pytest.MonkeyPatch.context() as mp:
         _no_credentials(mp, tmp_path_factory.mktemp("home"))
         mp.chdir(work)
-        train(ablate.load_config(None, TINY + FAST + WANDB))
-        train(ablate.load_config(None, TINY + FAST + WANDB + ["train.max_steps=9"]))
+        make_trainer = run_module.make_trainer
+        mp.setattr(run_module, "make_trainer", lambda c, d, callbacks, **kw: make_trainer(c, d, callbacks + [_InterruptAt(6)], **kw))
+        with pytest.raises(SystemExit):  # Lightning's answer to Ctrl+C
+            train(cfg)
+        signal.signal(signal.SIGINT, sigint)  # Lightning ignores a second Ctrl+C while it shuts down
+        mp.setattr(run_module, "make_trainer", make_trainer)
+        train(cfg)
         wandb.teardown()  # wandb-core writes a finished run's .wandb file in the background; wait for it
     return work
 
@@ -86,9 +107,10 @@ def test_summaries_are_defined_and_the_outcome_is_in_the_summary(resumed_run):
     val_losses = [row["val/loss"] for row in log.history if "val/loss" in row]
     assert log.summary["val/loss"] == {"min": min(val_losses)}
     assert log.summary["best/val/loss"] == pytest.approx(min(val_losses))
-    assert log.summary["status"] == "finished" and log.summary["step"] == 6
+    assert log.summary["status"] == "interrupted" and log.summary["step"] == 6
     assert log.summary["parameters"] > 0 and log.summary["tokens_per_s"] > 0 and log.summary["wall_time_s"] > 0
     assert "exit" in log.kinds()  # the run was finished, not left to exit hooks
+    assert _segments(resumed_run)[1].summary["status"] == "finished"
 
 
 def test_a_resumed_run_dir_continues_the_same_wandb_run(resumed_run):

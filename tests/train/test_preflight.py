@@ -4,6 +4,7 @@ one second, its wall time over every attempt, files readable by others."""
 from __future__ import annotations
 
 import json
+import logging
 import stat
 from pathlib import Path
 
@@ -43,3 +44,11 @@ def test_a_resumed_runs_wall_time_counts_every_attempt(in_tmp):
 def test_files_a_run_writes_are_readable_by_others(in_tmp):
     write_json(Path("r.json"), {"a": 1})
     assert stat.S_IMODE(Path("r.json").stat().st_mode) == 0o644
+
+
+def test_checking_the_trainer_leaves_lightnings_messages_on():
+    """The throwaway Trainer is quiet; the real one still says which device it uses and why fit stopped."""
+    rank_zero = logging.getLogger("pytorch_lightning.utilities.rank_zero")
+    rank_zero.setLevel(rank_zero.level)  # empties logging's caches: the Trainer's own messages fill them as it starts
+    preflight.check_trainer(ablate.load_config(None, TINY))
+    assert rank_zero.isEnabledFor(logging.INFO)  # logging caches each logger's answer; the level alone is not enough
