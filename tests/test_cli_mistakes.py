@@ -4,8 +4,6 @@ names the option or key, the value and what is allowed, exit code 2, and nothing
 from __future__ import annotations
 
 import json
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest

@@ -14,7 +14,7 @@ from ablate.components.masks import Mask
 from ablate.model.embedding import InputLayer
 from ablate.model.layers import DecoderLayerCache, Stack
 
-Mask = torch.Tensor | None
+AllowedPairs = torch.Tensor | None  # (T_q, T_k) boolean, True = may attend; None = every pair
 
 
 def key_padding(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -22,7 +22,7 @@ def key_padding(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
     return (ids != pad_id)[:, None, None, :]
 
 
-def combine(padding: torch.Tensor, attn: Mask) -> torch.Tensor:
+def combine(padding: torch.Tensor, attn: AllowedPairs) -> torch.Tensor:
     """Key-padding (B, 1, 1, T_k) & optional (T_q, T_k) mask -> (B, 1, T_q|1, T_k); True = may attend."""
     return padding if attn is None else padding & attn
 

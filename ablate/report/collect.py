@@ -10,7 +10,6 @@ Nothing here aggregates; :mod:`ablate.report.table` turns these runs into a tabl
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace

@@ -9,6 +9,7 @@ from __future__ import annotations
 from html import escape
 
 from ablate.report import plots
+from ablate.report.records import run_columns, run_records
 from ablate.report.table import Report
 from ablate.report.text import (
     design_note,
@@ -16,8 +17,6 @@ from ablate.report.text import (
     display_headers,
     format_value,
     legend,
-    run_columns,
-    run_records,
     status_note,
     text_columns,
 )

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ablate.report.table import Report
-from ablate.report.text import format_markdown, run_columns, run_records, table_columns, table_records, to_csv
+from ablate.report.records import run_columns, run_records, table_columns, table_records, to_csv
+from ablate.report.text import format_markdown
 from ablate.runs.files import write_atomic
 
 FILES = ("table.md", "table.csv", "runs.csv", "report.html")

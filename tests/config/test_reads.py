@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 import ablate
 from ablate import registry
 from ablate.config.reads import CORE_READS, component_keys, effective
-from ablate.errors import ConfigError, NoEffect
+from ablate.errors import NoEffect
 from tests.conftest import REPO
 
 

@@ -5,7 +5,6 @@ and models built on the meta device against models built for real."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 import ablate
 from ablate import registry

@@ -19,7 +19,8 @@ import pytest
 import ablate
 from ablate.errors import ConfigError
 from ablate.report import VariantRow, build_report, format_markdown, format_terminal, upload_table, write_report
-from ablate.report.text import display_cells, display_headers, table_columns
+from ablate.report.records import table_columns
+from ablate.report.text import display_cells, display_headers
 from tests.report.conftest import ERROR
 
 SQRT_2 = math.sqrt(2.0)
