@@ -212,7 +212,8 @@ def with_comparisons(rows: list[VariantRow], metric: str, goal: str, design: Des
     for row in others:
         if row.leaks_labels and ended[row.name] and base_outcomes:
             c = compare(ended[row.name], base_outcomes, design, goal)
-            found[row.name] = replace(c, verdict=LEAKS, interval=None, p=None, level=None, decided_at=None)
+            found[row.name] = replace(c, verdict=LEAKS, interval=None, p=None, level=None, decided_at=None, better=None,
+                                      detectable=None, seeds_for_margin=None)  # nothing to plan or win
     out = []
     for row in rows:
         c = found.get(row.name)
