@@ -71,7 +71,18 @@ def _ray_sweep(path: Path, address: str, cwd: Path) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "ablate.cli", "sweep", str(path), "--backend", "ray", "--address", address,
            "--cpus-per-run", "1"]
     return subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **LOOPBACK, "OMP_NUM_THREADS": "1"},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # whatever signals the driver's group leaves pytest alone
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 600) -> tuple[str, str]:
+    """The driver's output once it ends; killed (with its session) when it does not end in time."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
 
 
 def _nodes(sweep_dir: Path, run: dict) -> list[str]:
@@ -95,7 +106,7 @@ ROWS = """
 def test_a_sweep_across_two_nodes_ends_with_exactly_the_planned_runs(cluster, tmp_path):
     path = _sweep_file(tmp_path, ROWS)
     proc = _ray_sweep(path, cluster.address, tmp_path)
-    out, err = proc.communicate(timeout=600)
+    out, err = _finish(proc)
     sweep_dir = tmp_path / "sweeps" / "t"
     assert proc.returncode == 0, err[-3000:]
     assert _statuses(sweep_dir) == ["finished"] * 4 and _attempts(sweep_dir) == [1, 1, 1, 1]
@@ -126,7 +137,7 @@ def test_a_node_that_dies_mid_run_costs_no_run_and_trains_none_twice(cluster, tm
                 if (sweep_dir / r["run_dir"] / "result.json").is_file()
                 and json.loads((sweep_dir / r["run_dir"] / "result.json").read_text())["status"] == "finished"}
     cluster.remove_worker()
-    out, err = proc.communicate(timeout=600)
+    out, err = _finish(proc)
     assert proc.returncode == 0, err[-3000:]
 
     runs = _plan(sweep_dir)["runs"]
