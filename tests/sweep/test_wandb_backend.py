@@ -113,7 +113,7 @@ def _env(home: Path) -> dict[str, str]:
 def test_an_agent_trains_the_same_runs_as_the_local_pool(tmp_path):
     local, agent = tmp_path / "local", tmp_path / "agent"
     local.mkdir(), agent.mkdir()
-    out = subprocess.run([sys.executable, "-m", "ablate.cli", "sweep", str(_sweep_file(local)), "--workers", "1"],
+    out = subprocess.run([sys.executable, "-m", "ablate.cli", "sweep", str(_sweep_file(local)), "--workers", "2"],
                          cwd=local, env=_env(tmp_path / "home1"), capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     sweep = load_sweep(_sweep_file(agent))
