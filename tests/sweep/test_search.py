@@ -86,7 +86,8 @@ def test_a_local_bayes_sweep_runs_plans_as_it_goes_and_resumes(tmp_path):
 @pytest.mark.slow
 def test_hyperband_stops_the_runs_its_rule_stops(tmp_path):
     """Two seeds of a learning run, then a run that cannot learn (lr 1e-8): at iteration 2 its loss is worse than
-    the second best of three, so W&B's rule (min_iter 2, eta 2) stops it."""
+    the second best of three, so W&B's rule (min_iter 2, eta 2) stops it. The stuck run is given 400 steps, so it
+    cannot finish before the pool's next look (every 2 s) however fast this machine is."""
     overrides = json.dumps(QUICK + ["train.max_steps=40", "train.val_every=5", "train.schedule=constant",
                                     "train.schedule_args={warmup: 0}"])[1:-1]  # JSON strings: valid YAML
     path = _write(tmp_path, f"""
@@ -96,13 +97,13 @@ def test_hyperband_stops_the_runs_its_rule_stops(tmp_path):
         rows:
           - {{name: good, train.lr: 3.0e-3, seed: 0}}
           - {{name: good again, train.lr: 3.0e-3, seed: 1}}
-          - {{name: stuck, train.lr: 1.0e-8}}
+          - {{name: stuck, train.lr: 1.0e-8, train.max_steps: 400}}
     """)
     out = _ablate("sweep", str(path), "--workers", "1", cwd=tmp_path)
     sweep_dir = tmp_path / "sweeps" / "hb"
     assert _statuses(sweep_dir) == ["finished", "finished", "stopped"], out.stderr[-3000:]
     stuck = json.loads((sweep_dir / _plan(sweep_dir)["runs"][2]["run_dir"] / "result.json").read_text())
-    assert stuck["stopped_because"].startswith("stopped by hyperband at iteration") and stuck["step"] < 40
+    assert stuck["stopped_because"].startswith("stopped by hyperband at iteration") and stuck["step"] < 400
     assert "1 runs stopped early by hyperband" in out.stderr and out.returncode == 0
 
 
