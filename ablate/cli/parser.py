@@ -50,6 +50,11 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
     sweep.add_argument("--runs-per-gpu", default="1", metavar="K|auto",
                        help="runs sharing each GPU (auto: as many as its free memory holds); default 1")
     sweep.add_argument("--dry-run", action="store_true", help="print the run matrix and run nothing")
+    sweep.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON (the matrix, or the "
+                       "first points of an open-ended sweep)")
+    sweep.add_argument("--max-runs", type=int, default=None, metavar="N",
+                       help="at most N runs in the sweep (its run_cap, or a cap on an open-ended random or bayes "
+                            "sweep, which otherwise runs until stopped)")
     sweep.add_argument("--retry-failed", action="store_true", help="run failed runs again")
     sweep.add_argument("--max-seeds", type=int, default=None, metavar="N",
                        help="sequential design: add seeds to undecided rows, up to N each (the sweep's "

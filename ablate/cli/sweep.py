@@ -51,6 +51,10 @@ def _check(args: argparse.Namespace) -> None:
         if value is not None and (args.backend != "ray" or value <= 0):
             allowed = "a positive number" if args.backend == "ray" else "nothing: it is for --backend ray"
             raise ConfigError(f"--{option.replace('_', '-')}", value, allowed, "command line")
+    if args.max_runs is not None and args.max_runs < 1:
+        raise ConfigError("--max-runs", args.max_runs, "a positive integer", "command line")
+    if args.json and not args.dry_run:
+        raise ConfigError("--json", True, "nothing without --dry-run: it prints the plan as JSON", "command line")
     if args.address is not None and args.backend != "ray":
         raise ConfigError("--address", args.address, "nothing: it is for --backend ray", "command line")
     bad = [o for o in args.overrides if "=" not in o or o.startswith("=")]
@@ -60,7 +64,7 @@ def _check(args: argparse.Namespace) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ablate.sweep import load_sweep
-    from ablate.sweep.launch import format_matrix, launch
+    from ablate.sweep.launch import format_matrix, launch, plan_json
 
     _check(args)
     sweep = load_sweep(args.sweep)
@@ -69,9 +73,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
         sweep.decide = replace(sweep.decide, max_seeds=check_max_seeds(args.max_seeds, "--max-seeds", "command line"))
         check_sequential(sweep, "--max-seeds")
-    if sweep.ignored:
-        print(f"ablate: warning: {sweep.path}: {', '.join(sweep.ignored)} not used: ablate runs its own training "
-              "(ablate train) for every run", file=sys.stderr)
+    if args.max_runs is not None:
+        if sweep.decide.max_seeds:
+            raise ConfigError("--max-runs", args.max_runs, "nothing with a sequential design (decide.max_seeds "
+                              "sets how many runs a row gets)", "command line")
+        sweep.run_cap = min(sweep.run_cap or args.max_runs, args.max_runs)
+    for note in sweep.notes():
+        print(f"ablate: warning: {sweep.path}: {note}", file=sys.stderr)
     if args.backend == "wandb":
         from ablate.sweep.wandb_backend import start_wandb_sweep
 
@@ -90,7 +98,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                       workers=args.workers or default_workers(), runs_per_gpu=args.runs_per_gpu,
                                       dry_run=args.dry_run, retry_failed=args.retry_failed, runner=runner)
     if outcome is None:
-        print(format_matrix(sweep, runs))
+        print(plan_json(sweep, runs) if args.json else format_matrix(sweep, runs))
         return 0
     print_report(sweep_dir)
     if outcome.closed:

@@ -7,8 +7,10 @@ to maximize, so lower is better.
 - Brackets ("bands") are iteration counts: with ``max_iter`` and ``s``, max_iter / eta, max_iter / eta^2,
   ... (s of them, whole numbers, those below 1 dropped), in increasing order; with ``min_iter``,
   min_iter, min_iter * eta, min_iter * eta^2, ...
-- At each band b, the threshold is the value at position floor(n / eta) of the sorted b-th values of
-  every run (running or finished) that has logged at least b values: the top 1/eta pass.
+- At each band b, the threshold is the value at position floor((1 / eta) * n) of the sorted b-th values of
+  every run (running or finished) that has logged at least b values: the top 1/eta pass. (W&B multiplies
+  by 1/eta, which is not always floor(n / eta) in floating point: at eta 1.1 and n = 33 W&B's position is 30,
+  floor(n / eta) 29.)
 - A running run is checked at the largest band it has reached: with ``strict`` (W&B's default) its b-th
   value, otherwise the best value it has logged, must not exceed that band's threshold, or it is stopped.
 """
@@ -51,6 +53,10 @@ class Hyperband:
         eta = spec.get("eta", 3)
         if not (isinstance(eta, (int, float)) and eta > 1):
             raise ConfigError("early_terminate.eta", eta, "a number above 1", source)
+        strict = spec.get("strict", True)
+        if not isinstance(strict, bool):
+            raise ConfigError("early_terminate.strict", strict, "true or false (a YAML boolean, as W&B's schema "
+                              "requires: \"false\" in quotes is a string)", source)
         if "max_iter" in spec:
             if "s" not in spec:
                 raise ConfigError("early_terminate.s", None, "a number of bands, with max_iter", source)
@@ -69,14 +75,14 @@ class Hyperband:
         if not bands:
             raise ConfigError("early_terminate", spec, "settings that give at least one band (increase max_iter or "
                               "s, or lower eta)", source)
-        return cls(tuple(sorted(bands)), float(eta), bool(spec.get("strict", True)))
+        return cls(tuple(sorted(bands)), float(eta), strict)
 
     def thresholds(self, histories: Sequence[Sequence[float]]) -> list[float]:
         """Each band's threshold from every run's history (lower is better)."""
         out = []
         for band in self.bands:
             values = sorted(h[band - 1] for h in histories if len(h) >= band)
-            out.append(values[int(len(values) / self.eta)] if values else math.inf)
+            out.append(values[int((1.0 / self.eta) * len(values))] if values else math.inf)
         return out
 
     def to_stop(self, histories: Mapping[str, Sequence[float]], running: Sequence[str], goal: str) -> dict[str, str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import shutil
 from pathlib import Path
@@ -10,12 +12,16 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from ablate.errors import ConfigError
-from ablate.sweep.plan import Planner, PlannedRun, base_variant, default_sweep_dir, read_planned, run_config, write_plan
+from ablate.sweep.plan import (Planner, PlannedRun, base_variant, default_sweep_dir, plan_record, read_planned,
+                               run_config, write_plan)
 from ablate.sweep.decide import design_of
-from ablate.sweep.queue import BayesQueue, RunQueue
+from ablate.sweep.queue import BayesQueue, RunQueue, StreamQueue
 from ablate.model.memory import training_bytes
 from ablate.sweep.runner import Outcome, execute, pending, slots
 from ablate.sweep.spec import Sweep
+
+
+DRY_RUN_POINTS = 10  # the points an open-ended sweep's dry run shows
 
 
 def format_matrix(sweep: Sweep, runs: list[PlannedRun]) -> str:
@@ -28,14 +34,35 @@ def format_matrix(sweep: Sweep, runs: list[PlannedRun]) -> str:
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
-    count = f"{len(runs)} runs" if sweep.method != "bayes" else \
-        f"up to {sweep.n_samples() * len(sweep.seeds)} runs, chosen as runs finish; the first point's"
+    if sweep.open_ended:
+        count = (f"open-ended: points are {'chosen as runs finish' if sweep.method == 'bayes' else 'drawn'} until "
+                 "Ctrl-C or SIGTERM (finished runs kept, running ones resumed by a relaunch), a run reaches "
+                 "metric.target, or --max-runs; the first " + ("point's" if sweep.method == "bayes" else
+                                                               f"{len(runs)}") + " runs")
+    elif sweep.method == "bayes":
+        count = f"up to {sweep.n_samples() * len(sweep.seeds)} runs, chosen as runs finish; the first point's"
+    else:
+        count = f"{len(runs)} runs"
     if sweep.decide.max_seeds:
         n = sweep.decide.max_seeds
         count += (f" to start (sequential design: a seed at a time to undecided rows, up to {n} seeds each, "
                   f"{len({r.variant for r in runs}) * n} runs at most)")
     title = f"sweep {sweep.name}: {count}, method {sweep.method}, metric {sweep.metric['name']} ({sweep.metric['goal']})"
-    return "\n".join([title, *lines, "", *variant_notes(runs)])
+    fresh = [r for r in runs if r.fresh_seed]
+    notes = [f"{len(fresh)} runs repeat an earlier draw (W&B runs every draw): each with the next seed its variant "
+             f"had not used ({', '.join(f'{r.variant}: seed {r.seed}' for r in fresh[:3])}"
+             f"{', ...' if len(fresh) > 3 else ''})", ""] if fresh else []
+    return "\n".join([title, *lines, "", *notes, *variant_notes(runs)])
+
+
+def plan_json(sweep: Sweep, runs: list[PlannedRun]) -> str:
+    """``--dry-run --json``: the plan as plan.json would hold it, with how many runs the sweep makes (``runs``
+    null: open-ended, ``planned`` then lists its first points) and ablate's notes on the file."""
+    total = None if sweep.open_ended else (sweep.n_samples() * len(sweep.seeds) if sweep.method == "bayes"
+                                           else len(runs))
+    record = {**plan_record(sweep, runs), "open_ended": sweep.open_ended, "total_runs": total,
+              "notes": sweep.notes()}
+    return json.dumps(record, indent=2, default=str)
 
 
 def variant_notes(runs: list[PlannedRun]) -> list[str]:
@@ -87,13 +114,20 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     sweep_dir = sweep_dir or default_sweep_dir(sweep)
     if runner is not None:  # its runs train on other machines, which share the filesystem but not our cwd
         sweep_dir = sweep_dir.resolve()
-    planner = Planner(sweep, extra)
+    planner, stream = Planner(sweep, extra), None
     if sweep.method == "bayes":
         from ablate.sweep.bayes import BayesSearch
 
-        search = BayesSearch(sweep)
-        runs = planner.plan([search.point(search.ask()[1], seed) for seed in sweep.seeds]) if dry_run else \
-            read_planned(sweep_dir)
+        if dry_run:
+            search = BayesSearch(sweep)
+            u = search.ask()[1]  # one point, once per seed
+            runs = planner.plan([search.point(u, seed) for seed in sweep.seeds])
+        else:
+            runs = read_planned(sweep_dir)
+    elif sweep.open_ended:  # the draws an earlier launch made, drawn again (the stream is the sampler seed's)
+        stream = planner.runs(sweep.stream())
+        runs = list(itertools.islice(stream, DRY_RUN_POINTS * len(sweep.seeds) if dry_run else
+                                     len(read_planned(sweep_dir))))
     else:
         runs = planner.plan(sweep.points())
     if dry_run:
@@ -107,6 +141,8 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     save = lambda all_runs: write_plan(sweep, sweep_dir, all_runs)  # noqa: E731
     if sweep.method == "bayes":
         queue: RunQueue = BayesQueue(sweep, sweep_dir, planner, runs, save, lambda run: run.id not in todo_ids)
+    elif stream is not None:
+        queue = StreamQueue(sweep, sweep_dir, runs, todo, stream, save)
     elif sweep.decide.max_seeds:
         from ablate.sweep.sequential import SequentialQueue, family  # scipy: only when a sweep runs looks
 
@@ -119,7 +155,7 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     write_plan(sweep, sweep_dir, runs)
     earlier = [r for r in runs if r.id not in todo_ids]  # ended in an earlier launch
     if runner is not None:
-        where, train = runner.slots(queue.total - len(earlier)), runner.train
+        where, train = runner.slots(None if queue.total is None else queue.total - len(earlier)), runner.train
     else:
         biggest = max((r.parameters for r in runs), default=0)
         need = training_bytes(planner.base, biggest) if runs_per_gpu == "auto" and runs else None

@@ -3,7 +3,8 @@
 Every parameter form that W&B's sweep schema accepts is read the way W&B's own engine reads it:
 
 - ``value`` (constant); ``values`` (categorical), with ``probabilities`` (weights that sum to 1);
-- ``min``/``max`` without a ``distribution``: ``int_uniform`` when both are whole numbers, else ``uniform``;
+- ``min``/``max`` without a ``distribution``: ``int_uniform`` when both are written as integers (``1``, ``5``),
+  else ``uniform`` (``1.0`` is a float, as W&B's schema reads it: ``{min: 0.0, max: 1.0}`` draws reals);
 - ``uniform``, ``int_uniform``, ``q_uniform``; ``log_uniform`` (min and max are exponents: e^U(min, max)),
   ``log_uniform_values`` (min and max are values), ``inv_log_uniform`` (e^-U(min, max)),
   ``inv_log_uniform_values`` (1/X log-uniform between 1/max and 1/min), ``q_log_uniform(_values)``;
@@ -36,11 +37,18 @@ DEFAULTS = {"normal": {"mu": 0.0, "sigma": 1.0}, "log_normal": {"mu": 0.0, "sigm
             "q_normal": {"mu": 0.0, "sigma": 1.0, "q": 1.0}, "q_log_normal": {"mu": 0.0, "sigma": 1.0, "q": 1.0},
             "beta": {"a": 1.0, "b": 1.0}, "q_beta": {"a": 1.0, "b": 1.0, "q": 1.0}, "q_uniform": {"q": 1.0},
             "q_log_uniform": {"q": 1.0}, "q_log_uniform_values": {"q": 1.0}}
+DEPRECATED = {"log_uniform": "log_uniform_values", "q_log_uniform": "q_log_uniform_values",
+              "inv_log_uniform": "inv_log_uniform_values"}  # W&B warns: their min and max are exponents
 KEYS = {"value", "values", "probabilities", "distribution", "min", "max", "q", "mu", "sigma", "a", "b"}
 
 
 def _whole(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) or isinstance(x, float) and x.is_integer()
+
+
+def _integer(x: Any) -> bool:
+    """Written as an integer (``5``, not ``5.0``): what W&B's schema takes for an inferred int_uniform."""
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def _number(x: Any) -> bool:
@@ -82,7 +90,7 @@ class Param:
         if "values" in spec:
             return "categorical"
         if "min" in spec and "max" in spec:
-            return "int_uniform" if _whole(spec["min"]) and _whole(spec["max"]) else "uniform"
+            return "int_uniform" if _integer(spec["min"]) and _integer(spec["max"]) else "uniform"
         return None
 
     def _check(self, where: str, source: str) -> None:
@@ -96,7 +104,7 @@ class Param:
             if d == "categorical_w_probabilities":
                 p = s.get("probabilities")
                 if not isinstance(p, list) or len(p) != len(values) or not all(map(_number, p)) \
-                        or not math.isclose(sum(p), 1.0, abs_tol=1e-6) or min(p) < 0:
+                        or not np.isclose(sum(p), 1.0) or min(p) < 0:  # W&B's own test of the sum
                     raise ConfigError(f"{where}.probabilities", p, f"{len(values)} non-negative numbers that sum to 1",
                                       source)
         if d in BOUNDED:
@@ -110,6 +118,14 @@ class Param:
         for name in ("q", "sigma", "a", "b"):
             if name in s and not (_number(s[name]) and s[name] > 0):
                 raise ConfigError(f"{where}.{name}", s[name], "a positive number", source)
+
+    @property
+    def warning(self) -> str | None:
+        """W&B's deprecation warning for this parameter's distribution, if any."""
+        if self.distribution in DEPRECATED:
+            return (f"parameters.{self.key}: {self.distribution} is deprecated in W&B (its min and max are base-e "
+                    f"exponents); {DEPRECATED[self.distribution]} takes the values themselves")
+        return None
 
     @property
     def constant(self) -> bool:

@@ -12,9 +12,9 @@ that plan the same config share nothing by accident: each keeps its own folder.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
@@ -48,6 +48,7 @@ class PlannedRun:
     matched: dict[str, Any] | None = None  # the matched budget: budget, by, value, achieved, target
     leaks_labels: bool = False  # its decoder mask scores positions that can see their labels
     search: dict[str, Any] | None = None  # a bayes sweep's point: its trial number and quantiles
+    fresh_seed: bool = False  # a repeated random or bayes draw, run with a seed its variant had not used
 
 
 def default_sweep_dir(sweep: Sweep) -> Path:
@@ -100,34 +101,48 @@ class Planner:
         self.solved: dict[str, tuple[int, float]] = {}
         self.variants: dict[str, Variant] = {}
         self.seen: set[str] = set()
+        self.used_seeds: dict[str, set[int]] = {}  # variant -> the seeds its runs train with
         self.varied = _varied_keys(sweep)
 
-    def plan(self, points: list[Point]) -> list[PlannedRun]:
-        """The runs of ``points``, each validated; a point whose config equals an earlier one's is dropped."""
-        sweep, runs = self.sweep, []
+    def plan(self, points: Iterable[Point]) -> list[PlannedRun]:
+        """The runs of ``points``, each validated (see :meth:`runs`)."""
+        return list(self.runs(points))
+
+    def runs(self, points: Iterable[Point]) -> Iterator[PlannedRun]:
+        """The runs of ``points``, each validated as it is reached. A point whose config equals an earlier
+        one's is a grid's repeated value (dropped, as W&B's grid hashes its points), or a random or bayes
+        sweep's repeated draw: W&B runs every draw, so it runs, with the next seed its variant has not used."""
         for point in points:
-            overrides, matched = _overrides(point), None
-            match = sweep.match_of(point.row) if point.row != self.base_row else None
-            if match is not None:
-                matched = _solve(sweep, match, point, self.base, self.extra, self.solved)
-                overrides.append(f"{match.by}={matched['value']}")
-            changed = [k for k, v in point.values.items() if OmegaConf.select(self.base, k) != v]
-            label = point.variant + (f", seed={point.seed}" if point.seed is not None else "")
-            labels = [f"wandb.name={_yaml_value(label)}", f"wandb.tags={_yaml_value(changed)}"]
-            cfg = run_config(sweep, overrides, None, self.extra, labels)
-            run_id = config_hash(cfg)
-            if run_id in self.seen:  # random sampling can draw the same point twice
+            cfg, overrides, labels, matched = self._configure(point)
+            run_id, fresh = config_hash(cfg), False
+            while run_id in self.seen and self.sweep.method != "grid":
+                point, fresh = replace(point, seed=max(self.used_seeds[point.variant]) + 1), True
+                cfg, overrides, labels, matched = self._configure(point)
+                run_id = config_hash(cfg)
+            if run_id in self.seen:
                 continue
             self.seen.add(run_id)
+            self.used_seeds.setdefault(point.variant, set()).add(int(cfg.seed))
             if point.variant not in self.variants:
                 self.variants[point.variant] = Variant.of(cfg, self.base, self.base_model, self.variants)
             v = self.variants[point.variant]
-            runs.append(PlannedRun(id=run_id, variant=point.variant, seed=cfg.seed,
-                                   varied=_plain({k: OmegaConf.select(cfg, k) for k in self.varied}),
-                                   overrides=overrides, labels=labels, run_dir=f"runs/{run_id}", parameters=v.parameters,
-                                   flops_per_token=v.flops, changes=v.changes, same_as=v.same_as, matched=matched,
-                                   leaks_labels=v.leaks_labels))
-        return runs
+            yield PlannedRun(id=run_id, variant=point.variant, seed=cfg.seed,
+                             varied=_plain({k: OmegaConf.select(cfg, k) for k in self.varied}),
+                             overrides=overrides, labels=labels, run_dir=f"runs/{run_id}", parameters=v.parameters,
+                             flops_per_token=v.flops, changes=v.changes, same_as=v.same_as, matched=matched,
+                             leaks_labels=v.leaks_labels, fresh_seed=fresh)
+
+    def _configure(self, point: Point) -> tuple[DictConfig, list[str], list[str], dict[str, Any] | None]:
+        """A point's validated config, its own overrides, its W&B labels and its matched budget."""
+        sweep, overrides, matched = self.sweep, _overrides(point), None
+        match = sweep.match_of(point.row) if point.row != self.base_row else None
+        if match is not None:
+            matched = _solve(sweep, match, point, self.base, self.extra, self.solved)
+            overrides.append(f"{match.by}={matched['value']}")
+        changed = [k for k, v in point.values.items() if OmegaConf.select(self.base, k) != v]
+        label = point.variant + (f", seed={point.seed}" if point.seed is not None else "")
+        labels = [f"wandb.name={_yaml_value(label)}", f"wandb.tags={_yaml_value(changed)}"]
+        return run_config(sweep, overrides, None, self.extra, labels), overrides, labels, matched
 
 
 def _check_evaluable(sweep: Sweep, cfg: DictConfig) -> None:
@@ -202,7 +217,7 @@ def _varied_keys(sweep: Sweep) -> list[str]:
     for row in sweep.rows:
         keys += [k for k in row if k not in ("name", "match") and k not in keys]
     keys = [k for k in keys if len({repr(r.get(k)) for r in sweep.rows}) > 1]
-    keys += [k for k, p in sweep.searched.items() if not p.constant and k not in keys]
+    keys += [k for k, p in sweep.searched.items() if not p.constant and k not in keys and k != "seed"]
     matched = [m.by for m in [sweep.match, *(r.get("match") for r in sweep.rows)] if m is not None]
     return keys + [k for k in dict.fromkeys(matched) if k not in keys]
 
@@ -228,20 +243,25 @@ def read_planned(sweep_dir: Path) -> list[PlannedRun]:
         raise ConfigError("file", str(path), "a sweep's plan whose runs are as ablate writes them") from None
 
 
-def write_plan(sweep: Sweep, sweep_dir: Path, runs: list[PlannedRun]) -> None:
-    """Write plan.json: the sweep's identity, metric and design, and every planned run (atomically)."""
+def plan_record(sweep: Sweep, runs: list[PlannedRun]) -> dict[str, Any]:
+    """The plan as plan.json holds it: the sweep's identity, metric and design, and every planned run."""
     from ablate.sweep.decide import design_of  # the design's family is the plan's compared variants
 
     base = base_variant(runs)
     family = {r.variant for r in runs if r.variant != base and not r.leaks_labels}
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    write_json(sweep_dir / "plan.json", {
+    return {
         "name": sweep.name,
         "description": sweep.description,
         "method": sweep.method,
         "metric": sweep.metric,
-        "base_variant": base_variant(runs),
+        "base_variant": base,
         "varied_keys": list(runs[0].varied) if runs else [],
         "design": design_of(sweep, len(family)).to_json(),
         "runs": [asdict(r) for r in runs],
-    })
+    }
+
+
+def write_plan(sweep: Sweep, sweep_dir: Path, runs: list[PlannedRun]) -> None:
+    """Write plan.json (atomically)."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    write_json(sweep_dir / "plan.json", plan_record(sweep, runs))

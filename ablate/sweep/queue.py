@@ -7,10 +7,11 @@ to plan.json with its quantiles (``search``), so a relaunch restores what the se
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import deque
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from ablate.runs.files import read_result
 from ablate.sweep.plan import Planner, PlannedRun
@@ -39,7 +40,8 @@ class RunQueue:
         self.closed: str | None = None  # why no new run starts (the target was reached)
 
     @property
-    def total(self) -> int:
+    def total(self) -> int | None:
+        """The runs the sweep will have when the queue is empty (None: open-ended)."""
         return len(self.runs)
 
     def next(self) -> PlannedRun | None:
@@ -51,6 +53,32 @@ class RunQueue:
         value = final_value(self.sweep_dir, run, self.sweep.metric["name"])
         if self.closed is None and self.sweep.reached(value):
             self.closed = f"{run.id} ({run.variant}) reached metric.target: {self.sweep.metric['name']} = {value:.6g}"
+
+
+class StreamQueue(RunQueue):
+    """An open-ended random sweep: after the runs of earlier launches, a new draw each time a worker is free,
+    planned (validated) and added to plan.json as it is drawn, until a run reaches ``metric.target`` or the
+    sweep is stopped (Ctrl-C, SIGTERM: finished runs stay, the rest resume on relaunch, whose stream draws
+    the same points again)."""
+
+    def __init__(self, sweep: Sweep, sweep_dir: Path, runs: list[PlannedRun], todo: list[PlannedRun],
+                 stream: Iterator[PlannedRun], save: Callable[[list[PlannedRun]], None]):
+        super().__init__(sweep, sweep_dir, runs, todo)
+        self.stream, self.save = stream, save
+
+    @property
+    def total(self) -> int | None:
+        return None
+
+    def next(self) -> PlannedRun | None:
+        if self.closed:
+            return None
+        if self.todo:
+            return self.todo.popleft()
+        run = next(self.stream)
+        self.runs.append(run)
+        self.save(self.runs)
+        return run
 
 
 class BayesQueue(RunQueue):
@@ -73,13 +101,15 @@ class BayesQueue(RunQueue):
         self.asked = len(_by_trial(runs))
 
     @property
-    def total(self) -> int:
-        return self.sweep.n_samples() * len(self.sweep.seeds)
+    def total(self) -> int | None:
+        n = self.sweep.n_samples()
+        return None if n is None else n * len(self.sweep.seeds)
 
     def next(self) -> PlannedRun | None:
         if self.closed:
             return None
-        if not self.todo and self.asked < self.sweep.n_samples():
+        n = self.sweep.n_samples()
+        if not self.todo and (n is None or self.asked < n):
             number, u = self.search.ask()
             self.asked += 1
             group = self.planner.plan([self.search.point(u, seed) for seed in self.sweep.seeds])
@@ -103,9 +133,40 @@ class BayesQueue(RunQueue):
         else:
             self.search.remember(group[0].search["u"], self._score(self.restored.pop(number)))
 
-    def _score(self, group: list[PlannedRun]) -> float | None:
-        values = [v for r in group if (v := final_value(self.sweep_dir, r, self.sweep.metric["name"])) is not None]
-        return statistics.fmean(values) if values else None
+    def _score(self, group: list[PlannedRun]) -> float:
+        """A point's score: the mean over its seeds of each run's score (:func:`run_score`)."""
+        return statistics.fmean(run_score(self.sweep, self.sweep_dir, r, self._ended()) for r in group)
+
+    def _ended(self) -> list[list[float]]:
+        """The logged histories of every ended run (what W&B's ``worst`` imputation looks at)."""
+        from ablate.sweep.runner import history
+
+        return [h for r in self.runs if (read_result(self.sweep_dir / r.run_dir) or {}).get("status") in SETTLED
+                and (h := [v for v in history(self.sweep_dir, r, self.sweep.metric["name"]) if math.isfinite(v)])]
+
+
+def run_score(sweep: Sweep, sweep_dir: Path, run: PlannedRun, ended: list[list[float]]) -> float:
+    """What a bayes search learns from one run, as W&B scores it: a finished run, its final value; a run stopped
+    by hyperband, the best value it logged; a failed one (or one without a finite value) by ``metric.impute``:
+    ``worst`` (W&B's default: the worst value any ended run logged, 0 when none did), ``best`` or ``latest`` (its
+    own best or last logged value, 0 when it logged none)."""
+    from ablate.sweep.runner import history
+
+    name, minimize = sweep.metric["name"], sweep.metric["goal"] == "minimize"
+    status = (read_result(sweep_dir / run.run_dir) or {}).get("status")
+    own = [v for v in history(sweep_dir, run, name) if math.isfinite(v)]
+    best = (min if minimize else max)
+    if status == "finished" and (value := final_value(sweep_dir, run, name)) is not None and math.isfinite(value):
+        return value
+    if status == "stopped" and own:
+        return best(own)
+    impute = sweep.metric.get("impute", "worst")
+    if impute == "best":
+        return best(own) if own else 0.0
+    if impute == "latest":
+        return own[-1] if own else 0.0
+    worst = [(max if minimize else min)(h) for h in ended]
+    return (max if minimize else min)(worst) if worst else 0.0
 
 
 def _by_trial(runs: list[PlannedRun]) -> dict[int, list[PlannedRun]]:

@@ -114,9 +114,13 @@ class RayRunner:
             gpus = 1.0 if self.ray.cluster_resources().get("GPU", 0) else 0.0
         return {"num_cpus": self.cpus if self.cpus is not None else 1.0, "num_gpus": gpus}
 
-    def slots(self, pending: int) -> list[dict[str, str]]:
+    def slots(self, pending: int | None) -> list[dict[str, str]]:
         """As many runs in flight as are pending: Ray queues what its nodes cannot hold yet (Ray sets each
-        task's OMP_NUM_THREADS from its CPUs and CUDA_VISIBLE_DEVICES from its GPUs)."""
+        task's OMP_NUM_THREADS from its CPUs and CUDA_VISIBLE_DEVICES from its GPUs). An open-ended sweep
+        (``pending`` None) keeps as many in flight as the cluster's CPUs hold."""
+        if pending is None:
+            cpus = self.ray.cluster_resources().get("CPU", 1)
+            pending = int(cpus // (self.resources().get("num_cpus") or 1))
         return [{}] * max(1, pending)
 
     def train(self, run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, str],

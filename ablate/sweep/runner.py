@@ -241,7 +241,8 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
                 else:
                     outcome.done.append(run.id)
                 queue.settled(run)
-                bar.total = max(bar.total, queue.total)  # a sequential design adds runs as rows need seeds
+                if queue.total is not None:  # a sequential design adds runs as rows need seeds
+                    bar.total = max(bar.total, queue.total)
                 bar.set_postfix(done=len(outcome.done) + len(outcome.skipped), stopped=len(outcome.stopped),
                                 failed=len(outcome.failed))
                 bar.update(1)

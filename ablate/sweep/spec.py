@@ -25,11 +25,12 @@ the program) are named in one warning line (:attr:`Sweep.ignored`), never droppe
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -38,7 +39,7 @@ from ablate.sweep.decide import Decide, check_sequential, parse_decide
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.match import Match
 from ablate.runs.metrics import allowed, known
-from ablate.sweep.params import UNBOUNDED, GRIDDABLE, Param, flatten
+from ablate.sweep.params import GRIDDABLE, Param, flatten
 from ablate.yamlio import load_yaml_file
 
 ABLATE_KEYS = {"base", "rows", "sampler_seed", "match", "evaluate", "decide"}
@@ -50,6 +51,7 @@ EVALUATE_OPTIONS = ("lengths", "split", "beam", "alpha", "average_last", "checkp
 ROW_KEYS = ("name", "match")  # a row's own keys; every other key of a row is a config key
 METHODS = ("grid", "random", "bayes")
 GOALS = ("minimize", "maximize")
+IMPUTE = ("worst", "best", "latest")  # what a bayes search scores a failed run by (W&B's metric.impute)
 
 
 @dataclass(frozen=True)
@@ -114,41 +116,76 @@ class Sweep:
         return row["match"] if "match" in row else self.match
 
     @property
-    def seeds(self) -> list[int | None]:
-        """The seed replicates every sampled point runs with ([None]: the config's own seed)."""
+    def sampled_seed(self) -> bool:
+        """Whether each point draws its own seed (a seed distribution in a random or bayes sweep, as W&B does)
+        rather than running once per listed seed (``values``: replicates, ablate's own reading)."""
         param = self.parameters.get("seed")
-        return [None] if param is None else param.grid()
+        return param is not None and self.method != "grid" and param.distribution not in ("constant", "categorical")
+
+    @property
+    def seeds(self) -> list[int | None]:
+        """The seed replicates every point runs with ([None]: the config's own seed, or a seed drawn per point)."""
+        param = self.parameters.get("seed")
+        return [None] if param is None or self.sampled_seed else param.grid()
 
     @property
     def searched(self) -> dict[str, Param]:
-        """The parameters a method chooses values of (every one but the seed)."""
-        return {k: p for k, p in self.parameters.items() if k != "seed"}
+        """The parameters a method chooses values of (every one but the seed, unless each point draws its seed)."""
+        return {k: p for k, p in self.parameters.items() if k != "seed" or self.sampled_seed}
+
+    @property
+    def open_ended(self) -> bool:
+        """A random or bayes sweep without run_cap: points keep coming until it is stopped (as W&B runs it)."""
+        return self.method != "grid" and not self.run_cap
 
     def points(self) -> list[Point]:
-        """Every run of a grid or random sweep: grid order (rows, then parameters in file order, seeds innermost),
-        or ``run_cap`` random samples (rows drawn like a categorical parameter), each replicated over the seeds.
-        A bayes sweep chooses its points as runs finish (:mod:`ablate.sweep.bayes`)."""
+        """Every run of a grid or a capped random sweep, in W&B's order: a grid is the product of the parameters
+        in sorted name order (the seed among them; rows outermost), a random sweep is ``run_cap`` runs of its
+        draws (rows drawn like a categorical parameter), each draw run once per listed seed. A bayes sweep
+        chooses its points as runs finish (:mod:`ablate.sweep.bayes`); an open-ended one has no list (:meth:`stream`)."""
         if self.method == "bayes":
             raise ValueError("a bayes sweep has no fixed plan: its points are chosen as runs finish")
-        rows = self.rows or [{"name": ""}]
         if self.method == "grid":
-            combos = _grid(rows, self.searched)
-        else:
-            rng = random.Random(self.sampler_seed)
-            combos = [(rng.choice(rows), {k: p.sample(rng) for k, p in self.searched.items()})
-                      for _ in range(self.n_samples())]
-        points = [self.point(row, sampled, seed) for row, sampled in combos for seed in self.seeds]
-        return points[: self.run_cap] if self.run_cap else points
+            points = _grid(self)
+            return points[: self.run_cap] if self.run_cap else points
+        if self.open_ended:
+            raise ValueError("an open-ended random sweep has no fixed plan: its points are drawn as runs start")
+        return list(itertools.islice(self.stream(), self.run_cap))
+
+    def stream(self) -> Iterator[Point]:
+        """A random sweep's points, one draw after another without end, each draw once per listed seed."""
+        rng = random.Random(self.sampler_seed)
+        rows = self.rows or [{"name": ""}]
+        while True:
+            row, sampled = rng.choice(rows), {k: p.sample(rng) for k, p in self.searched.items()}
+            yield from (self.point(row, sampled, seed) for seed in self.seeds)
 
     def point(self, row: dict[str, Any], sampled: dict[str, Any], seed: int | None) -> Point:
-        """The run of one row, one choice of the searched parameters and one seed."""
+        """The run of one row, one choice of the searched parameters and one seed (a drawn seed is the run's)."""
+        sampled = dict(sampled)
+        if "seed" in sampled:
+            seed = int(sampled.pop("seed"))
         return Point(_variant_name(row, sampled, self.searched), seed, {**_row_values(row), **sampled}, row["name"])
 
-    def n_samples(self) -> int:
-        """How many points a random or bayes sweep draws: run_cap / seeds (each point runs once per seed)."""
-        if not self.run_cap:
-            raise ConfigError("run_cap", None, f"a positive run_cap for method: {self.method}", str(self.path))
-        return max(1, self.run_cap // len(self.seeds))
+    def n_samples(self) -> int | None:
+        """How many points a bayes sweep asks for: run_cap / seeds, whole points (each runs once per listed
+        seed); None when it is open-ended."""
+        return max(1, self.run_cap // len(self.seeds)) if self.run_cap else None
+
+    def notes(self) -> list[str]:
+        """How ablate reads this file where it knowingly differs from W&B, or where W&B itself warns: one line each."""
+        out = [p.warning for p in self.parameters.values() if p.warning]
+        if self.ignored:
+            out.append(f"{', '.join(self.ignored)} not used: ablate runs its own training (ablate train) for every run")
+        if self.method != "grid" and "seed" in self.parameters and not self.sampled_seed:
+            out.append("parameters.seed: values are replicates: every point runs once per seed (W&B would draw one "
+                       "seed per run); write a distribution (int_uniform) to draw a seed per point")
+        if self.method == "bayes" and self.sampled_seed:
+            out.append("parameters.seed: drawn at random for each point, not searched by the Gaussian process")
+        if self.method == "bayes" and self.metric.get("impute_while_running", "false") != "false":
+            out.append("metric.impute_while_running: ablate's search learns from ended runs only (a running run is "
+                       "not scored)")
+        return out
 
 
 def _row_values(row: dict[str, Any]) -> dict[str, Any]:
@@ -171,24 +208,39 @@ def _fmt(value: Any) -> Any:
     return f"{value:.4g}" if isinstance(value, float) and len(str(value)) > 8 else value
 
 
-def _grid(rows: list[dict[str, Any]], params: dict[str, Param]) -> list[tuple[dict, dict]]:
-    combos: list[dict[str, Any]] = [{}]
-    for key, param in params.items():
-        combos = [{**c, key: v} for c in combos for v in param.grid()]
-    return [(row, c) for row in rows for c in combos]
+def _grid(sweep: Sweep) -> list[Point]:
+    """W&B's grid: itertools.product over the parameters in sorted name order (the seed among them), rows outermost;
+    each point's values keep the file's order. Values that repeat are one point (W&B hashes them)."""
+    params = sweep.parameters
+    names = sorted(params)
+    points, seen = [], set()
+    for row in sweep.rows or [{"name": ""}]:
+        for combo in itertools.product(*(params[k].grid() for k in names)):
+            chosen = dict(zip(names, combo))
+            sampled = {k: chosen[k] for k in params if k != "seed"}
+            key = repr((row["name"], sorted(chosen.items())))
+            if key not in seen:
+                seen.add(key)
+                points.append(sweep.point(row, sampled, chosen.get("seed")))
+    return points
 
 
 def _check_method(method: str, params: dict[str, Param], source: str) -> None:
     for key, p in params.items():
-        if key == "seed" and p.distribution not in ("constant", "categorical", "int_uniform", "q_uniform"):
-            raise ConfigError("parameters.seed", p.distribution, "value, values or an int range: seeds are "
-                              "replicates (every point runs with each)", source)
+        if key == "seed" and not _integers(p):
+            raise ConfigError("parameters.seed", p.distribution, "value, values, or a distribution of integers "
+                              "(int_uniform, or a q_ form with a whole q): a seed is an integer", source)
         if method == "grid" and p.distribution not in GRIDDABLE:
             raise ConfigError(f"parameters.{key}", p.distribution, "a constant, values (without probabilities), "
                               "int_uniform or q_uniform: what W&B's grid search takes", source)
-        if method == "bayes" and p.distribution in UNBOUNDED:
-            raise ConfigError(f"parameters.{key}", p.distribution, "a bounded distribution or values for method "
-                              "bayes (normal distributions have no bounds to search in)", source)
+
+
+def _integers(p: Param) -> bool:
+    if p.distribution in ("constant", "categorical", "categorical_w_probabilities"):
+        values = [p.settings["value"]] if p.constant else p.settings["values"]
+        return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    q = p.settings.get("q")
+    return p.distribution == "int_uniform" or (p.distribution.startswith("q_") and float(q).is_integer())
 
 
 def _parse_base(base: Any, root: Path, source: str) -> tuple[Path | None, list[str]]:
@@ -251,11 +303,19 @@ def _parse_evaluate(spec: Any, source: str) -> dict[str, Any] | None:
 def _parse_metric(spec: Any, source: str) -> dict[str, Any]:
     metric = {"name": "val/loss", "goal": "minimize"}
     if spec is not None:
-        if not isinstance(spec, dict) or set(spec) - {"name", "goal", "target"}:
-            raise ConfigError("metric", spec, "{name: ..., goal: minimize|maximize, target: number}", source)
+        if not isinstance(spec, dict) or set(spec) - {"name", "goal", "target", "impute", "impute_while_running"}:
+            raise ConfigError("metric", spec, "{name: ..., goal: minimize|maximize, target: number, impute: "
+                              "worst|best|latest, impute_while_running: false|worst|best|latest}", source)
         metric.update(spec)
     if metric["goal"] not in GOALS:
         raise ConfigError("metric.goal", metric["goal"], "minimize or maximize", source)
+    if metric.setdefault("impute", "worst") not in IMPUTE:
+        raise ConfigError("metric.impute", metric["impute"], f"one of {', '.join(IMPUTE)}", source)
+    if metric.get("impute_while_running") is False:  # W&B's schema takes the string "false"; YAML's false means it too
+        metric["impute_while_running"] = "false"
+    if metric.setdefault("impute_while_running", "false") not in (*IMPUTE, "false"):
+        raise ConfigError("metric.impute_while_running", metric["impute_while_running"],
+                          f"one of {', '.join(IMPUTE)}, false", source)
     if not isinstance(metric["name"], str) or not known(metric["name"]):
         raise ConfigError("metric.name", metric["name"], allowed(str(metric["name"])), source)
     target = metric.get("target")

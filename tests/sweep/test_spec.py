@@ -9,7 +9,7 @@ import pytest
 
 from ablate.errors import ConfigError
 from ablate.sweep import load_sweep, plan_sweep, run_config
-from tests.conftest import REPO
+from tests.conftest import REPO, SHARED_DATA
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -72,7 +72,6 @@ def test_random_is_seeded_capped_and_replicated_over_seeds(tmp_path):
         ("method: hyperband\n", r"method='hyperband'.*grid, random, bayes"),
         ("parameters:\n  model.dropout: {distribution: uniform, min: 0, max: 1}\n", r"what W&B's grid search takes"),
         ("rows:\n  - {name: a}\n  - {name: a, model.n_heads: 2}\n", r"rows\[1\].name='a'"),
-        ("method: random\nparameters:\n  model.d_ff: {values: [1, 2]}\n", r"run_cap"),
         ("parameters:\n  model.d_ff: {values: []}\n", r"non-empty list"),
         ("metric: {name: val/loss, goal: lowest}\n", r"minimize or maximize"),
     ],
@@ -119,6 +118,8 @@ EXPERIMENTS = sorted((REPO / "experiments").glob("*.yaml"))
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.name for p in EXPERIMENTS])
 def test_every_experiment_file_passes_dry_run(path, monkeypatch):
     monkeypatch.chdir(REPO)
+    if "../shared/data" in path.read_text() and not SHARED_DATA.is_dir():  # evaluate: checks the data's tokenizer
+        pytest.skip(f"offline datasets not found at {SHARED_DATA}")
     from ablate.sweep.launch import format_matrix
 
     sweep = load_sweep(path)

@@ -47,7 +47,8 @@ def test_numbers_in_any_yaml_form(tmp_path):
 
 @pytest.mark.parametrize("spec,distribution", [
     ({"min": 1, "max": 5}, "int_uniform"),
-    ({"min": 1.0, "max": 4.0}, "int_uniform"),  # whole numbers, as W&B's schema counts them
+    ({"min": 1.0, "max": 4.0}, "uniform"),  # floats written as floats: W&B's schema infers uniform
+    ({"min": 1, "max": 4.0}, "uniform"),
     ({"min": 0.1, "max": 0.5}, "uniform"),
     ({"min": 1, "max": 2.5}, "uniform"),
     ({"values": [1, 2]}, "categorical"),
@@ -77,7 +78,7 @@ def test_grid_expands_integer_and_quantised_ranges_like_w_and_b(tmp_path):
     """)
     points = sweep.points()
     assert [(p.values["model.n_layers"], p.values["model.dropout"]) for p in points] == [
-        (n, d) for n in (1, 2, 3) for d in (0.0, 0.1, 0.2)]
+        (n, d) for d in (0.0, 0.1, 0.2) for n in (1, 2, 3)]  # W&B's order: names sorted, model.dropout first
     assert all(p.values["train.label_smoothing"] == 0.0 for p in points)
 
 
