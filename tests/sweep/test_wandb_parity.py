@@ -400,3 +400,18 @@ def test_bayes_beats_random_search_from_its_first_ten_points(tmp_path):
         rng = random.Random(1000 + seed)
         wins += min(scores) < min(f({k: p.sample(rng) for k, p in sweep.searched.items()}) for _ in range(10))
     assert wins >= 8
+
+
+def test_an_open_ended_sweep_on_ray_keeps_as_many_runs_in_flight_as_the_cluster_holds():
+    from ablate.sweep.ray_backend import RayRunner
+
+    class Cluster:  # what RayRunner asks of Ray here: its resources, and whether it is initialised
+        def is_initialized(self):
+            return False
+
+        def cluster_resources(self):
+            return {"CPU": 16.0}
+
+    assert len(RayRunner(Cluster(), gpus_per_run=None, cpus_per_run=None).slots(None)) == 16
+    assert len(RayRunner(Cluster(), gpus_per_run=None, cpus_per_run=4).slots(None)) == 4
+    assert len(RayRunner(Cluster(), gpus_per_run=None, cpus_per_run=4).slots(3)) == 3  # a capped sweep: its runs
