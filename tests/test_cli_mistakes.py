@@ -31,7 +31,7 @@ def work(tmp_path, monkeypatch) -> Path:
     (tmp_path / SWEEP).write_text(f"name: s\nbase: {REPO / 'configs/default.yaml'}\nrows: [{{name: base}}]\n")
     for name, text in {
         "typo.yaml": "metod: grid\n",
-        "noop.yaml": f"base: {REPO / 'configs/default.yaml'}\nparameters:\n  train.lr: {{values: [1.0e-4, 1.0e-3]}}\n",
+        "noop.yaml": f"base: {REPO / 'configs/default.yaml'}\nparameters:\n  data.max_tokens: {{values: [1000, 2000]}}\n",
         "grid.yaml": "parameters:\n  model.dropout: {distribution: uniform, min: 0.0, max: 0.3}\n",
         "weights.yaml": "method: random\nrun_cap: 2\nparameters:\n  model.dropout: {values: [0.1, 0.2], probabilities: [0.5, 0.6]}\n",
         "heads.yaml": f"base: {REPO / 'configs/default.yaml'}\nparameters:\n  model.n_heads: {{values: [4, 5]}}\n",
@@ -87,7 +87,7 @@ MISTAKES = [
     (["train", "configs/nope.yaml"], "an existing YAML file"),
     (["train", "configs/default.yaml", "configs/default.yaml"], "one CONFIG file"),
     (["train", "lr=0.1"], "did you mean 'train.lr'"),
-    (["train", "train.lr=1e-4"], "train.lr=0.0001 has no effect: schedule 'noam' does not read train.lr"),
+    (["train", "data.max_tokens=100"], "data.max_tokens=100 has no effect: task 'reverse' does not read data.max_tokens"),
     (["train", "trainer.extra.gradient_clip_vale=1"], "did you mean train.grad_clip"),
     (["train", "trainer.extra.max_steps=3"], "use train.max_steps instead"),
     # values only Lightning knows are refused by Lightning itself, before anything is written
@@ -129,7 +129,7 @@ MISTAKES = [
     (["sweep", SWEEP, "model.n_heads"], "model.n_heads='model.n_heads' is not allowed; expected an override of the form"),
     (["sweep", SWEEP, "--dry-run", "lr=0.1"], "did you mean 'train.lr'"),
     (["sweep", "typo.yaml"], "metod='grid' is not allowed; expected a sweep key"),
-    (["sweep", "noop.yaml", "--dry-run"], "train.lr=0.0001 has no effect"),
+    (["sweep", "noop.yaml", "--dry-run"], "data.max_tokens=1000 has no effect"),
     (["sweep", "heads.yaml", "--dry-run"], "model.n_heads=5 is not allowed"),
     (["sweep", "grid.yaml"], "what W&B's grid search takes"),
     (["sweep", "weights.yaml"], "probabilities=[0.5, 0.6] is not allowed; expected 2 non-negative numbers that sum to 1"),

@@ -1,7 +1,8 @@
 """Which config keys a resolved run reads, so that a key set to no effect is refused instead of swept.
 
-A variant says what it reads by the context it takes (:meth:`ablate.registry.Entry.reads`): ``noam``
-takes no ``lr``, so under ``train.schedule=noam`` the key ``train.lr`` does nothing. A key that some
+A variant says what it reads by the context it takes (:meth:`ablate.registry.Entry.reads`): only the
+``parallel_text`` task takes ``max_tokens``, so under a generated task (``reverse``) ``data.max_tokens``
+does nothing. A key that some
 variant reads, and that the rest of ablate does not read by itself (:data:`CORE_READS`), is read by a
 run only when one of the run's chosen variants reads it. A few keys depend on other settings instead
 (:data:`UNREAD_WHEN`). Keys set on the command line, by a sweep's base overrides, rows or parameters

@@ -76,7 +76,7 @@ class TrainConfig:
 
     max_steps: int = 100_000
     label_smoothing: float = 0.1  # eps_ls
-    lr: float = 1e-3  # peak lr for schedules other than noam
+    lr: Optional[float] = None  # the peak lr; unset: noam's paper formula, 1e-3 for cosine and constant
     betas: List[float] = field(default_factory=lambda: [0.9, 0.98])
     eps: float = 1e-9
     weight_decay: float = 0.0

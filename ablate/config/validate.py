@@ -69,7 +69,8 @@ def validate(cfg: DictConfig) -> None:
     if cfg.train.checkpoint_every is not None and cfg.train.checkpoint_every < 1:
         raise ConfigError("train.checkpoint_every", cfg.train.checkpoint_every, "a positive integer, or null for val_every")
     _number(cfg, "train.grad_clip", "a positive, finite number", lambda v: v > 0, optional=True)
-    _number(cfg, "train.lr", "a positive, finite learning rate", lambda v: v > 0)
+    _number(cfg, "train.lr", "a positive, finite learning rate", lambda v: v > 0,
+            optional=True)
     _number(cfg, "train.eps", "a positive, finite epsilon", lambda v: v > 0)
     _number(cfg, "train.weight_decay", "a non-negative, finite weight decay", lambda v: v >= 0)
     if not 0 <= cfg.seed < 2**32:
