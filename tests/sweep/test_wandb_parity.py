@@ -415,3 +415,65 @@ def test_an_open_ended_sweep_on_ray_keeps_as_many_runs_in_flight_as_the_cluster_
     assert len(RayRunner(Cluster(), gpus_per_run=None, cpus_per_run=None).slots(None)) == 16
     assert len(RayRunner(Cluster(), gpus_per_run=None, cpus_per_run=4).slots(None)) == 4
     assert len(RayRunner(Cluster(), gpus_per_run=None, cpus_per_run=4).slots(3)) == 3  # a capped sweep: its runs
+
+
+# --- files in the styles people write (written here; every W&B key as such a file would have it) ---------------
+
+STYLES = {
+    "lr_random_open": """
+        program: train.py
+        method: random
+        metric: {name: val/loss, goal: minimize}
+        parameters:
+          train.lr: {distribution: log_uniform_values, min: 1.0e-5, max: 1.0e-2}
+          model.dropout: {values: [0.0, 0.1, 0.2, 0.3]}
+    """,
+    "bayes_open_hyperband": """
+        method: bayes
+        metric: {name: val/loss, goal: minimize}
+        early_terminate: {type: hyperband, min_iter: 3, eta: 2, strict: false}
+        parameters:
+          train.lr: {min: 0.0001, max: 0.01}
+          train.label_smoothing: {min: 0.0, max: 0.2}
+    """,
+    "nested_grid": """
+        method: grid
+        metric: {name: val/acc, goal: maximize}
+        parameters:
+          model:
+            parameters:
+              n_layers: {values: [1, 2]}
+              dropout: {value: 0.1}
+          train:
+            parameters:
+              lr: {values: [0.001, 0.003]}
+    """,
+    "probabilities_and_seed": """
+        method: random
+        run_cap: 8
+        metric: {name: val/loss, goal: minimize, impute: worst}
+        parameters:
+          model.ffn: {values: [relu, gelu, swiglu], probabilities: [0.2, 0.4, 0.4]}
+          seed: {distribution: int_uniform, min: 0, max: 10000}
+    """,
+    "deprecated_log_uniform": """
+        method: random
+        run_cap: 4
+        parameters:
+          train.lr: {distribution: log_uniform, min: -9.2, max: -4.6}
+          data.batch_size: {values: [32, 64]}
+    """,
+}
+
+
+@pytest.mark.parametrize("name", list(STYLES))
+def test_sweep_files_in_the_styles_people_write_dry_run_unchanged(tmp_path, name):
+    """Learning rates under the default (noam) schedule, no run_cap, nested parameters, probabilities, a drawn
+    seed, W&B's deprecated forms: each dry-runs as written (exit 0), its plan as JSON."""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"{BASE}\n" + textwrap.dedent(STYLES[name]))
+    out = _cli("sweep", str(path), "--dry-run", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    assert plan["runs"] and len({r["id"] for r in plan["runs"]}) == len(plan["runs"])
+    assert plan["open_ended"] == ("run_cap" not in STYLES[name] and "grid" not in STYLES[name])
