@@ -74,3 +74,13 @@ def test_a_config_that_sets_nothing_is_said_to_train_the_base_model_for_100k_ste
     assert "sets nothing: training the paper's base model" in capsys.readouterr().err
     _warn_if_empty(argparse.Namespace(items=[str(tmp_path / "empty.yaml"), "train.max_steps=10"]))
     assert capsys.readouterr().err == ""
+
+
+def test_a_reader_that_goes_away_is_not_an_internal_error(tmp_path):
+    """`ablate components | head -1`: the pipe closes early; ablate stops quietly (141, as a shell reports SIGPIPE)."""
+    proc = subprocess.Popen([sys.executable, "-m", "ablate.cli", "components"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) in (0, 141) and "internal error" not in err, err

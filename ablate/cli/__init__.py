@@ -39,6 +39,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ablate: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`ablate sweep ... --dry-run | head`): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush does not raise again
+        return 141
     except Exception as exc:  # a bug, or something no check foresaw: still one line, the traceback on request
         if os.environ.get("ABLATE_TRACEBACK"):
             traceback.print_exc()

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ablate.errors import ConfigError
-from ablate.sweep.spec import Sweep, load_sweep
+from ablate.sweep.read import load_sweep
+from ablate.sweep.spec import Sweep
 
 ROW = "row"
 SWEEP = "ablate.sweep"  # the sweep file's text

@@ -1,0 +1,166 @@
+"""Reading a sweep file (:func:`load_sweep`): every key checked as W&B's schema checks it, ablate's own keys
+parsed, one line naming the key, the value and what is allowed for anything else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ablate.errors import ConfigError, check_name
+from ablate.runs.metrics import allowed, known
+from ablate.sweep.decide import check_sequential, parse_decide
+from ablate.sweep.hyperband import Hyperband
+from ablate.sweep.match import Match
+from ablate.sweep.params import GRIDDABLE, Param, flatten
+from ablate.sweep.spec import Sweep, _row_values, _short, _yaml_value
+from ablate.yamlio import load_yaml_file
+
+ABLATE_KEYS = {"base", "rows", "sampler_seed", "match", "evaluate", "decide"}
+W_AND_B_KEYS = {"name", "description", "method", "metric", "parameters", "run_cap", "early_terminate", "project",
+                "entity", "controller", "program", "command", "job", "image_uri", "scheduler", "apiVersion", "kind",
+                "metrics"}
+NOT_HONOURED = ("program", "command", "job", "image_uri", "scheduler", "metrics")  # ablate runs `ablate train` itself
+EVALUATE_OPTIONS = ("lengths", "split", "beam", "alpha", "average_last", "checkpoint", "batch_tokens")
+METHODS = ("grid", "random", "bayes")
+GOALS = ("minimize", "maximize")
+IMPUTE = ("worst", "best", "latest")  # what a bayes search scores a failed run by (W&B's metric.impute)
+
+
+def _check_method(method: str, params: dict[str, Param], source: str) -> None:
+    for key, p in params.items():
+        if key == "seed" and not _integers(p):
+            raise ConfigError("parameters.seed", p.distribution, "value, values, or a distribution of integers "
+                              "(int_uniform, or a q_ form with a whole q): a seed is an integer", source)
+        if method == "grid" and p.distribution not in GRIDDABLE:
+            raise ConfigError(f"parameters.{key}", p.distribution, "a constant, values (without probabilities), "
+                              "int_uniform or q_uniform: what W&B's grid search takes", source)
+
+
+def _integers(p: Param) -> bool:
+    if p.distribution in ("constant", "categorical", "categorical_w_probabilities"):
+        values = [p.settings["value"]] if p.constant else p.settings["values"]
+        return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    q = p.settings.get("q")
+    return p.distribution == "int_uniform" or (p.distribution.startswith("q_") and float(q).is_integer())
+
+
+def _parse_base(base: Any, root: Path, source: str) -> tuple[Path | None, list[str]]:
+    if base is None:
+        return None, []
+    if isinstance(base, str):
+        base = {"config": base}
+    if not isinstance(base, dict) or set(base) - {"config", "overrides"}:
+        raise ConfigError("base", base, "a config path, or {config: PATH, overrides: [key=value, ...]}", source)
+    overrides = base.get("overrides") or []
+    if isinstance(overrides, dict):
+        overrides = [f"{k}={_yaml_value(v)}" for k, v in overrides.items()]
+    if not isinstance(overrides, list):
+        raise ConfigError("base.overrides", overrides, "a list of key=value strings, or a mapping of keys to values",
+                          source)
+    config = base.get("config")
+    return (_resolve(root, config) if config else None), [str(o) for o in overrides]
+
+
+def _resolve(root: Path, path: str) -> Path:
+    """A path in a sweep file is relative to the current folder if it exists there, else to the file."""
+    return Path(path) if Path(path).exists() else root / path
+
+
+def _parse_rows(rows: Any, source: str) -> list[dict[str, Any]]:
+    if rows is None:
+        return []
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ConfigError("rows", rows, "a list of mappings {name: ..., key: value, ...}", source)
+    out, names = [], set()
+    for i, row in enumerate(rows):
+        values = _row_values(row)
+        name = str(row.get("name") or ", ".join(_short(k, v) for k, v in values.items()) or "base")
+        if name in names:
+            raise ConfigError(f"rows[{i}].name", name, "a name no other row has", source)
+        names.add(name)
+        parsed = {"name": name, **values}
+        if "match" in row:
+            parsed["match"] = Match.parse(row["match"], f"rows[{i}].match", source)
+        out.append(parsed)
+    return out
+
+
+def _parse_evaluate(spec: Any, source: str) -> dict[str, Any] | None:
+    if spec is None or spec is False:
+        return None
+    if spec is True:
+        return {}  # ablate evaluate's defaults
+    if not isinstance(spec, dict) or not set(spec) <= set(EVALUATE_OPTIONS):
+        raise ConfigError("evaluate", spec, f"a mapping of ablate evaluate options: {', '.join(EVALUATE_OPTIONS)}",
+                          source)
+    return dict(spec)
+
+
+def _parse_metric(spec: Any, source: str) -> dict[str, Any]:
+    metric = {"name": "val/loss", "goal": "minimize"}
+    if spec is not None:
+        if not isinstance(spec, dict) or set(spec) - {"name", "goal", "target", "impute", "impute_while_running"}:
+            raise ConfigError("metric", spec, "{name: ..., goal: minimize|maximize, target: number, impute: "
+                              "worst|best|latest, impute_while_running: false|worst|best|latest}", source)
+        metric.update(spec)
+    if metric["goal"] not in GOALS:
+        raise ConfigError("metric.goal", metric["goal"], "minimize or maximize", source)
+    if metric.setdefault("impute", "worst") not in IMPUTE:
+        raise ConfigError("metric.impute", metric["impute"], f"one of {', '.join(IMPUTE)}", source)
+    if metric.get("impute_while_running") is False:  # W&B's schema takes the string "false"; YAML's false means it too
+        metric["impute_while_running"] = "false"
+    if metric.setdefault("impute_while_running", "false") not in (*IMPUTE, "false"):
+        raise ConfigError("metric.impute_while_running", metric["impute_while_running"],
+                          f"one of {', '.join(IMPUTE)}, false", source)
+    if not isinstance(metric["name"], str) or not known(metric["name"]):
+        raise ConfigError("metric.name", metric["name"], allowed(str(metric["name"])), source)
+    target = metric.get("target")
+    if target is not None and (isinstance(target, bool) or not isinstance(target, (int, float))):
+        raise ConfigError("metric.target", target, "a number", source)
+    return metric
+
+
+def _check_controller(spec: Any, source: str) -> None:
+    if spec is not None and (not isinstance(spec, dict) or spec.get("type") not in ("local", "cloud")):
+        raise ConfigError("controller", spec, "{type: local} or {type: cloud}", source)
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Parse and check a sweep file.
+
+    Raises:
+        ConfigError: an unknown key, an unsupported method, or a malformed parameter or row.
+    """
+    path = Path(path)
+    source = str(path)
+    if not path.is_file():
+        raise ConfigError("SWEEP", source, "an existing sweep YAML file", "command line")
+    raw = load_yaml_file(path, key="SWEEP", source="command line") or {}
+    if not isinstance(raw, dict):
+        raise ConfigError("<root>", type(raw).__name__, "a mapping", source)
+    for key in raw:
+        if key not in W_AND_B_KEYS | ABLATE_KEYS:
+            raise ConfigError(str(key), raw[key], f"a sweep key: {', '.join(sorted(W_AND_B_KEYS | ABLATE_KEYS))}",
+                              source)
+    method = raw.get("method", "grid")
+    if method not in METHODS:
+        raise ConfigError("method", method, f"one of {', '.join(METHODS)}", source)
+    params = flatten(raw.get("parameters") or {}, source)
+    _check_method(method, params, source)
+    _check_controller(raw.get("controller"), source)
+    run_cap = raw.get("run_cap")
+    if run_cap is not None and (isinstance(run_cap, bool) or not isinstance(run_cap, int) or run_cap <= 0):
+        raise ConfigError("run_cap", run_cap, "a positive integer", source)
+    base_config, base_overrides = _parse_base(raw.get("base"), path.parent, source)
+    sweep = Sweep(name=check_name(str(raw.get("name") or path.stem), "name", source), path=path, method=method,
+                  metric=_parse_metric(raw.get("metric"), source), description=str(raw.get("description") or ""),
+                  base_config=base_config, base_overrides=base_overrides, rows=_parse_rows(raw.get("rows"), source),
+                  parameters=params, run_cap=run_cap, sampler_seed=int(raw.get("sampler_seed", 0)),
+                  match=Match.parse(raw.get("match"), "match", source),
+                  evaluate=_parse_evaluate(raw.get("evaluate"), source),
+                  early_terminate=Hyperband.parse(raw.get("early_terminate"), source),
+                  project=raw.get("project"), entity=raw.get("entity"),
+                  decide=parse_decide(raw.get("decide"), source),
+                  ignored=[k for k in NOT_HONOURED if k in raw], raw=raw)
+    check_sequential(sweep)
+    return sweep
