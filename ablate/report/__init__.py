@@ -11,7 +11,7 @@ uploads to W&B.
 
 from ablate.report.collect import RunRow
 from ablate.report.table import Curve, Report, Stat, VariantRow, build_report
-from ablate.report.text import format_markdown, format_terminal
+from ablate.report.render import format_markdown, format_terminal
 from ablate.report.write import upload_table, write_report
 
 __all__ = [

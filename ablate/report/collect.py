@@ -41,6 +41,7 @@ class Plan:
     varied_keys: tuple[str, ...]
     runs: tuple[dict[str, Any], ...]
     design: Design = Design()  # how rows are compared with the base (a fixed design when the plan names none)
+    factors: tuple[dict[str, Any], ...] = ()  # the design's factors and their levels ([]: a plan without them)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class RunRow:
     notes: dict[str, str] = field(default_factory=dict)  # metric -> why the run has no value for it
     leaks_labels: bool = False  # from the plan: its mask scores positions that see their labels
     matched: dict[str, Any] | None = None  # from the plan: the budget it was matched to
+    factors: dict[str, Any] = field(default_factory=dict)  # from the plan: its level of each factor
 
     @property
     def finished(self) -> bool:
@@ -139,8 +141,12 @@ def read_plan(sweep_dir: Path) -> Plan:
     design = data.get("design")
     if design is not None and not isinstance(design, dict):
         raise ConfigError("design", design, "a mapping written by ablate sweep", str(path))
+    factors = data.get("factors") or []
+    if not isinstance(factors, list) or not all(isinstance(f, dict) and isinstance(f.get("name"), str) and
+                                                isinstance(f.get("levels"), list) for f in factors):
+        raise ConfigError("factors", factors, "a list of {name, levels} written by ablate sweep", str(path))
     return Plan(data["name"], metric["name"], goal, base, tuple(data.get("varied_keys", ())), runs,
-                Design.from_json(design) if design else Design())
+                Design.from_json(design) if design else Design(), tuple(factors))
 
 
 def read_curve(run_dir: Path, metric: str) -> tuple[tuple[int, float], ...]:
@@ -167,7 +173,8 @@ def read_run(sweep_dir: Path, entry: dict[str, Any], metric: str) -> RunRow:
     run_dir = Path(sweep_dir) / entry.get("run_dir", Path("runs") / entry["id"])
     common = dict(id=str(entry["id"]), variant=str(entry["variant"]), seed=entry.get("seed"),
                   varied=dict(entry.get("varied", {})), run_dir=run_dir,
-                  leaks_labels=bool(entry.get("leaks_labels")), matched=entry.get("matched"))
+                  leaks_labels=bool(entry.get("leaks_labels")), matched=entry.get("matched"),
+                  factors=dict(entry.get("factors") or {}))
     result = read_result(run_dir)
     if result is None:
         return RunRow(status=PENDING, parameters=entry.get("parameters"), **common)

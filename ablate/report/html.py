@@ -9,7 +9,9 @@ from __future__ import annotations
 from html import escape
 
 from ablate.report import plots
+from ablate.report.effects import effect_cells, effect_headers, findings, trend_cells, trend_headers
 from ablate.report.records import run_columns, run_records
+from ablate.report.render import blocks, missing_note
 from ablate.report.table import Report
 from ablate.report.text import (
     design_note,
@@ -54,11 +56,32 @@ def _table(table_id: str, headers: list[str], rows: list[tuple[str, list[str]]],
 
 
 def variant_table(report: Report) -> str:
-    """The comparison table, one row per variant; the base row and pending rows are styled."""
+    """The comparison table, one row per variant (a table per stratum); the base row and pending rows are styled."""
     headers = display_headers(report)
-    rows = [(" ".join(filter(None, ("base" if row.is_base else "", row.status))), display_cells(report, row))
-            for row in report.variants]
-    return _table("variants", headers, rows, text_cols=text_columns(report))
+    out = []
+    for i, (stratum, variants) in enumerate(blocks(report)):
+        rows = [(" ".join(filter(None, ("base" if row.is_base else "", row.status))), display_cells(report, row))
+                for row in variants]
+        title = f"<h3>{escape(stratum)}</h3>\n" if stratum else ""
+        out.append(title + _table("variants" if i == 0 else f"variants-{i}", headers, rows,
+                                  text_cols=text_columns(report)))
+    return "\n".join(out)
+
+
+def effects_tables(report: Report) -> str:
+    """A two-factor design's effects and a ladder's trends, when the design has them."""
+    out = []
+    if report.effects:
+        rows = [("", effect_cells(report, e)) for e in report.effects]
+        out += ["<h2>Effects</h2>", f'<div class="scroll">{_table("effects", effect_headers(report), rows, {0, 1, 5})}</div>',
+                *(f"<p>{escape(line)}</p>" for line in findings(report))]
+    if report.trends:
+        headers = trend_headers(report)
+        rows = [("", trend_cells(report, t)) for t in report.trends]
+        out += ["<h2>Across sizes</h2>", f'<div class="scroll">{_table("trends", headers, rows, {0, len(headers) - 1})}</div>',
+                figure("trend", plots.trends_svg(report), "(d) Each row's Δ against the base row at each size, error "
+                       f"bars: its simultaneous interval ({report.design.describe()})")]
+    return "\n".join(out)
 
 
 def run_table(report: Report) -> str:
@@ -117,6 +140,7 @@ def render_html(report: Report) -> str:
     runs = (f"<details><summary>All runs ({len(report.runs)})</summary>\n"
             f'<div class="scroll">{run_table(report)}</div>\n</details>')
     body = [header(report), "<h2>Variants</h2>", f'<div class="scroll">{variant_table(report)}</div>',
+            effects_tables(report), *(f'<p class="note">{escape(line)}</p>' for line in missing_note(report)),
             f'<p class="legend">{escape(legend(report))}</p>',
             f'<section class="plots">\n{curves}\n{finals}\n{deltas}\n</section>', failures(report), runs]
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'

@@ -145,3 +145,42 @@ def _label(row: VariantRow, sep: str = "\n") -> str:
     """A variant's name, marked ``(base)``, with its count of finished runs when some are missing."""
     name = f"{row.name}{sep}(base)" if row.is_base and row.name != "base" else row.name
     return name if row.n_finished == row.n_runs else f"{name}{sep}({row.n_finished}/{row.n_runs} finished)"
+
+
+TRENDS_TITLE = "Δ {metric} against the base row at each size, {interval}"
+
+
+def trends_svg(report: Report) -> str:
+    """(d) A ladder: each row's Δ against the base row at each size (the base's parameter count, log scale), with
+    its simultaneous interval as error bars, one line per row; the trend verdict in the legend.
+
+    Returns:
+        An ``<svg>`` element.
+    """
+    from ablate.report.text import interval_header
+
+    fig = Figure(figsize=(7.5, 4.4))
+    ax = fig.add_subplot()
+    for i, trend in enumerate(report.trends):
+        points = [(size, row.comparison) for _, size, row in trend.steps
+                  if size and row is not None and row.comparison is not None and row.comparison.diff is not None]
+        if not points:
+            continue
+        color = PALETTE[i % len(PALETTE)]
+        xs = [size * (1 + 0.02 * (i - len(report.trends) / 2)) for size, _ in points]  # dodged, not hidden
+        ys = [c.diff for _, c in points]
+        err = [[c.diff - c.interval[0] if c.interval else 0.0 for _, c in points],
+               [c.interval[1] - c.diff if c.interval else 0.0 for _, c in points]]
+        ax.errorbar(xs, ys, yerr=err, fmt="-o", color=color, capsize=4, elinewidth=1.4, ms=5,
+                    label=f"{trend.row}: {trend.verdict}")
+    ax.axhline(0.0, color=BASE_COLOR, lw=1, ls="--", alpha=0.7)
+    ax.set_xscale("log")
+    if any(ax.get_legend_handles_labels()[1]):
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=9)
+    else:
+        _placeholder(ax, "no row compared at any size yet")
+    better = "lower" if report.goal == "minimize" else "higher"
+    ax.set(xlabel="parameters of the base row (log scale)", ylabel=f"Δ {report.metric} ({better} is better)",
+           title=TRENDS_TITLE.format(metric=report.metric, interval=interval_header(report)))
+    ax.grid(alpha=0.3)
+    return to_svg(fig, salt=f"{report.name}-trends")

@@ -24,7 +24,7 @@ COMPARISON = ("ci_low", "ci_high", "ci_level", "p_adj", "paired", "pairs", "seed
 def table_columns(report: Report) -> list[str]:
     """Columns of the machine-readable variant table (table.csv, the W&B table)."""
     stats = [f"{key}_{part}" for key in report.metric_keys for part in ("mean", "std", "n")]
-    return ["variant", "is_base", "status", *report.varied_keys, "parameters", "runs", "finished", "failed",
+    return ["variant", "stratum", "is_base", "status", *report.varied_keys, "parameters", "runs", "finished", "failed",
             *stats, f"{report.metric}_delta", *COMPARISON, "tokens_per_s_mean", "tokens_per_s_std", "tokens_per_s_n",
             "wall_time_s_mean", "wall_time_s_std", "wall_time_s_n", "first_error"]
 
@@ -43,7 +43,7 @@ def _comparison_fields(row: VariantRow) -> list[Any]:
 
 def table_records(report: Report) -> list[list[Any]]:
     """One list of raw values per variant, aligned with :func:`table_columns`; None where unknown."""
-    return [[row.name, row.is_base, row.status, *(row.varied.get(k) for k in report.varied_keys), row.parameters,
+    return [[row.name, row.stratum, row.is_base, row.status, *(row.varied.get(k) for k in report.varied_keys), row.parameters,
              row.n_runs, row.n_finished, row.n_failed,
              *(x for key in report.metric_keys for x in _stat_fields(row.metrics[key])), row.delta,
              *_comparison_fields(row), *_stat_fields(row.tokens_per_s), *_stat_fields(row.wall_time_s), row.first_error]
@@ -84,3 +84,14 @@ def to_csv(columns: list[str], records: list[list[Any]]) -> str:
     writer.writerow(columns)
     writer.writerows([["" if v is None else v for v in record] for record in records])
     return buf.getvalue()
+
+
+EFFECT_COLUMNS = ("effect", "kind", "delta", "ci_low", "ci_high", "ci_level", "p_adj", "verdict", "pairs", "decided_at")
+
+
+def effect_records(report: Report) -> list[list[Any]]:
+    """A two-factor design's effects and a ladder's slopes (kind ``trend``), aligned with :data:`EFFECT_COLUMNS`."""
+    rows = [(e.contrast.label, e.contrast.kind, e.comparison) for e in report.effects]
+    rows += [(f"{t.row}: Δ per doubling of size", "trend", t.slope) for t in report.trends]
+    return [[name, kind, *((c.diff, *(c.interval or (None, None)), c.level, c.p, c.verdict, c.n, c.decided_at)
+                           if c is not None else [None] * 8)] for name, kind, c in rows]

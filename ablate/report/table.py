@@ -17,8 +17,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ablate.report.collect import FAILED, FINISHED, STOPPED, RunRow, outcomes, read_plan, read_runs
-from ablate.stats.compare import Comparison, compare, compare_rows
+from ablate.report.collect import FAILED, FINISHED, STOPPED, Plan, RunRow, outcomes, read_plan, read_runs
+from ablate.report.contrasts import (LADDER, SIMPLE, TREND, Contrast, Factorial, factors_of, judge, trend_verdict)
+from ablate.stats.compare import Comparison
 from ablate.stats.design import Design
 
 TABLE_METRICS = ("val/loss", "val/ppl")
@@ -88,6 +89,8 @@ class VariantRow:
     comparison: Comparison | None = None  # against the base on the headline metric (None for the base itself)
     leaks_labels: bool = False  # its mask scores positions that see their labels: its losses are not comparable
     matched: dict[str, Any] | None = None  # a matched budget: budget, by, value, achieved, target
+    stratum: str = ""  # its levels of the factors besides the row ("" without strata): compared within it
+    base_name: str | None = None  # the base row's variant in its stratum (what Δ is measured from)
 
     @property
     def n_runs(self) -> int:
@@ -117,6 +120,24 @@ class VariantRow:
 
 
 @dataclass(frozen=True)
+class Effect:
+    """A contrast beyond a row against its stratum's base: a main effect, a simple effect, an interaction."""
+
+    contrast: Contrast
+    comparison: Comparison | None  # None until every cell has an ended run
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A row across the ladder: its Δ at each step, the slope of Δ against log2(size), and what they say."""
+
+    row: str
+    steps: tuple[tuple[str, float | None, VariantRow | None], ...]  # (step, the base's parameters there, the row)
+    slope: Comparison | None
+    verdict: str
+
+
+@dataclass(frozen=True)
 class Report:
     """A sweep's comparison: its variants in plan order and every run behind them."""
 
@@ -131,6 +152,15 @@ class Report:
     sweep_dir: Path
     date: str
     design: Design = Design()  # how the rows were compared with the base (``rows``: the family's size)
+    effects: tuple[Effect, ...] = ()  # a two-factor design's main effects, simple effects and interactions
+    trends: tuple[Trend, ...] = ()  # a ladder's rows across sizes
+    missing: tuple[str, ...] = ()  # strata without a base cell: their rows are not compared
+    factor_names: tuple[str, ...] = ()  # the design's factors (row first)
+
+    @property
+    def strata(self) -> list[str]:
+        """The strata in order of appearance; [""] when the sweep has none."""
+        return list(dict.fromkeys(v.stratum for v in self.variants)) or [""]
 
     @property
     def has_bleu(self) -> bool:
@@ -195,31 +225,46 @@ def going(row: VariantRow) -> bool:
 LEAKS = "not comparable: its mask leaks labels"
 
 
-def with_comparisons(rows: list[VariantRow], metric: str, goal: str, design: Design) -> tuple[list[VariantRow], Design]:
-    """Each variant but the base with its comparison against the base (:mod:`ablate.stats.compare`), each at its
-    share of the family's error: the family is every planned variant but the base whose mask does not leak labels.
-    A leaking variant is shown its Δ, untested. Returns the rows, their ``delta`` set, and the design."""
-    base = next((row for row in rows if row.is_base), None)
-    others = [row for row in rows if not row.is_base]
-    design = replace(design, rows=max(1, sum(not row.leaks_labels for row in others)))
-    if base is None:
-        return rows, design
+def factorial(plan: Plan, rows: list[VariantRow]) -> Factorial:
+    """The plan's cells and contrasts (:mod:`ablate.report.contrasts`); a plan without factors compares every variant
+    with the base, as plans did before they recorded factors."""
+    return Factorial(factors_of(plan.factors), {row.name: row.runs[0].factors for row in rows}, plan.base_variant,
+                     frozenset(r.name for r in rows if r.leaks_labels), {row.name: row.parameters for row in rows})
+
+
+def with_comparisons(rows: list[VariantRow], metric: str, goal: str, design: Design, design_of: Factorial):
+    """Every contrast of the family (:class:`Factorial`) judged at its share of the family's error: each row against
+    the base row of its stratum, and a two-factor design's effects or a ladder's trends. A row whose mask leaks
+    labels is shown its Δ, untested, outside the family. Returns the rows (comparison and Δ set), the design (its
+    family's size), the effects and the trends."""
+    family = design_of.family()
+    design = replace(design, rows=max(1, len(family)))
     ended = {row.name: outcomes(row.runs, metric) for row in rows}
-    base_outcomes = ended[base.name]
-    found = compare_rows({row.name: ended[row.name] for row in others if not row.leaks_labels
-                          and ended[row.name] and base_outcomes},
-                         base_outcomes, design, goal, {row.name: going(row) or going(base) for row in others})
-    for row in others:
-        if row.leaks_labels and ended[row.name] and base_outcomes:
-            c = compare(ended[row.name], base_outcomes, design, goal)
-            found[row.name] = replace(c, verdict=LEAKS, interval=None, p=None, level=None, decided_at=None, better=None,
-                                      detectable=None, seeds_for_margin=None)  # nothing to plan or win
+    by_name = {row.name: row for row in rows}
+    found: dict[Contrast, Comparison] = {}
+    for c in design_of.contrasts:
+        if all(ended.get(v) for v in c.cells):
+            found[c] = judge(c, ended, design, goal, interim=any(going(by_name[v]) for v in c.cells))
+    simple = {c.row: c for c in design_of.contrasts if c.kind == SIMPLE}
     out = []
     for row in rows:
-        c = found.get(row.name)
+        c = found.get(simple[row.name]) if row.name in simple else None
+        if c is not None and row.leaks_labels:
+            c = replace(c, verdict=LEAKS, interval=None, p=None, level=None, decided_at=None, better=None,
+                        detectable=None, seeds_for_margin=None)  # nothing to plan or win
         delta = 0.0 if row.is_base and row.metrics[metric] is not None else (c.diff if c else None)
         out.append(replace(row, comparison=c, delta=delta))
-    return out, design
+    effects = tuple(Effect(c, found.get(c)) for c in design_of.contrasts if c.kind not in (SIMPLE, TREND))
+    rows_by = {r.name: r for r in out}
+    trends = []
+    for c in (c for c in design_of.contrasts if c.kind == TREND):
+        steps = tuple((level, design_of.sizes.get(level), rows_by.get(design_of.cell({"row": c.row, LADDER: level})))
+                      for level in next(f for f in design_of.factors if f.name == LADDER).levels)
+        verdicts = [r.comparison.verdict if r is not None and r.comparison else None for _, _, r in steps]
+        deltas = [r.delta for _, _, r in steps if r is not None and r.delta is not None]
+        mean = sum(deltas) / len(deltas) if deltas else None
+        trends.append(Trend(c.row, steps, found.get(c), trend_verdict(found.get(c), verdicts, mean)))
+    return out, design, effects, tuple(trends)
 
 
 def build_report(sweep_dir: Path, *, now: datetime | None = None) -> Report:
@@ -243,7 +288,10 @@ def build_report(sweep_dir: Path, *, now: datetime | None = None) -> Report:
     keys = metric_keys(runs, plan.metric)
     rows = [variant_row(name, group, keys, is_base=name == plan.base_variant)
             for name, group in group_by_variant(runs).items()]
-    rows, design = with_comparisons(rows, plan.metric, plan.goal, plan.design)
+    cells = factorial(plan, rows)
+    rows = [replace(row, is_base=cells.is_base(row.name), stratum=cells.stratum(row.name),
+                    base_name=cells.stratum_base(row.name)) for row in rows]
+    rows, design, effects, trends = with_comparisons(rows, plan.metric, plan.goal, plan.design, cells)
     return Report(
         name=plan.name,
         metric=plan.metric,
@@ -256,4 +304,8 @@ def build_report(sweep_dir: Path, *, now: datetime | None = None) -> Report:
         sweep_dir=sweep_dir,
         date=(now or datetime.now()).strftime("%Y-%m-%d %H:%M"),
         design=design,
+        effects=effects,
+        trends=trends,
+        missing=tuple(cells.missing),
+        factor_names=tuple(f.name for f in cells.factors),
     )

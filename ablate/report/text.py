@@ -180,7 +180,7 @@ def legend(report: Report) -> str:
     alpha = f"{d.alpha:.0%}"
     text = (f"Mean ± sample std over the finished seeds of each variant (final value, else best); runs = finished/"
             f"planned; failed = failed/ended runs (an exception, or a NaN or infinite {report.metric}) and the first "
-            f"error. Δ = {report.metric} of the row minus the base '{report.base_variant}', over the seeds both "
+            f"error. Δ = {report.metric} of the row minus {_base_phrase(report)}, over the seeds both "
             f"finished ({report.goal}: {better} is better). {interval_header(report)}: {d.describe()}. Each interval "
             f"is its row's test inverted (paired t on the seeds both ended; Welch's t when fewer than two pairs), "
             f"at the row's share of the error, so the verdicts of the table are wrong together with probability at "
@@ -210,6 +210,15 @@ def legend(report: Report) -> str:
         reasons = sorted({why for run in report.runs for why in run.notes.values()})
         if reasons:
             text += " cannot: " + "; ".join(reasons) + "."
+    if report.effects:
+        text += (" Effects: a main effect is a level against its factor's reference, averaged over the other "
+                 "factor's levels; a simple effect, at one level of the other; an interaction is the difference of "
+                 "two simple effects (Y(a, b) - Y(a0, b) - Y(a, b0) + Y(a0, b0), per seed): it excludes 0 when the "
+                 "effect of one factor depends on the other.")
+    if report.trends:
+        text += (" Across sizes: Δ per doubling is the least-squares slope of the row's Δ against log2 of the base's "
+                 "parameter count, per seed; grows / shrinks: it excludes 0 and |Δ| increases / decreases with size; "
+                 "flips sign: better at one size and worse at another; consistent: the same verdict at every size.")
     if any(row.leaks_labels for row in report.variants):
         text += " Rows marked 'leaks labels' score positions that see their own labels: their losses are not comparable."
     matched = [row for row in report.variants if row.matched]
@@ -218,6 +227,12 @@ def legend(report: Report) -> str:
         text += (f" Matched budget: {m['budget']} held to the base's by re-solving {m['by']} "
                  f"(within {max(abs(r.matched['error']) for r in matched):.2%}).")
     return text
+
+
+def _base_phrase(report: Report) -> str:
+    if len(report.strata) > 1:
+        return "the base row at the same values of the other factors (its stratum: the block it is in)"
+    return f"the base '{report.base_variant}'"
 
 
 def design_note(report: Report) -> str:
@@ -237,42 +252,3 @@ def status_note(report: Report) -> str:
     counts = report.status_counts()
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: kv[0] != "finished"))
     return f"{len(report.runs)} runs: {parts}." if report.runs else "The plan has no runs."
-
-
-def format_markdown(report: Report) -> str:
-    """A Markdown document: title, the table, the legend and the status of the runs."""
-    headers = display_headers(report)
-    left = text_columns(report)
-    lines = [f"# {report.name}: {report.metric} ({report.goal})", "", f"{report.date} · {status_note(report)}", "",
-             f"Comparisons: {design_note(report)}", "",
-             "| " + " | ".join(headers) + " |",
-             "|" + "|".join("---" if i in left else "---:" for i in range(len(headers))) + "|"]
-    for row in report.variants:
-        cells = [cell.replace("|", "\\|") for cell in display_cells(report, row)]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join([*lines, "", *notes(report), legend(report), ""])
-
-
-def format_terminal(report: Report) -> str:
-    """The table as aligned plain text, for printing: text columns left, numbers right.
-
-    Args:
-        report: from :func:`ablate.report.build_report`.
-
-    Returns:
-        A title line, the table, the legend, the run counts and each failed variant's error.
-    """
-    headers = display_headers(report)
-    rows = [display_cells(report, row) for row in report.variants]
-    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
-    left = text_columns(report)
-
-    def line(cells: list[str]) -> str:
-        padded = (c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-        return "  ".join(padded).rstrip()
-
-    out = [f"{report.name}: {report.metric} ({report.goal})  {report.date}", f"comparisons: {design_note(report)}", "",
-           line(headers), line(["-" * w for w in widths]), *map(line, rows), "", *notes(report), legend(report),
-           status_note(report)]
-    out += [f"failed in {row.name}: {one_line(row.first_error)}" for row in report.variants if row.n_failed]
-    return "\n".join(out) + "\n"

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ablate.report.table import Report
-from ablate.report.records import run_columns, run_records, table_columns, table_records, to_csv
-from ablate.report.text import format_markdown
+from ablate.report.records import (EFFECT_COLUMNS, effect_records, run_columns, run_records, table_columns,
+                                   table_records, to_csv)
+from ablate.report.render import format_markdown
 from ablate.runs.files import write_atomic
 
 FILES = ("table.md", "table.csv", "runs.csv", "report.html")
@@ -21,7 +22,9 @@ def write_report(report: Report, out_dir: Path) -> dict[str, Path]:
 
     Returns:
         The written paths by file name: ``table.md`` (Markdown), ``table.csv`` (one row per variant,
-        separate mean, std and n columns), ``runs.csv`` (one row per run), ``report.html``.
+        separate mean, std and n columns, its stratum), ``runs.csv`` (one row per run), ``report.html``; with a
+        factorial design or a ladder, ``effects.csv`` (every effect, interaction and slope) and, for a ladder,
+        ``trends.svg`` (Δ against size).
     """
     from ablate.report.html import render_html  # imports matplotlib; only the page needs it
 
@@ -32,6 +35,12 @@ def write_report(report: Report, out_dir: Path) -> dict[str, Path]:
         "runs.csv": to_csv(run_columns(report), run_records(report)),
         "report.html": render_html(report),
     }
+    if report.effects or report.trends:
+        texts["effects.csv"] = to_csv(list(EFFECT_COLUMNS), effect_records(report))
+    if report.trends:
+        from ablate.report.plots import trends_svg
+
+        texts["trends.svg"] = trends_svg(report)
     paths = {}
     for name, text in texts.items():
         paths[name] = out_dir / name

@@ -12,8 +12,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from ablate.errors import ConfigError
-from ablate.sweep.plan import (Planner, PlannedRun, base_variant, default_sweep_dir, plan_record, read_planned,
-                               run_config, write_plan)
+from ablate.sweep.plan import (Planner, PlannedRun, base_variant, default_sweep_dir, factor_record, factorial_of,
+                               plan_record, read_planned, run_config, write_plan)
 from ablate.sweep.decide import design_of
 from ablate.sweep.queue import BayesQueue, RunQueue, StreamQueue
 from ablate.model.memory import training_bytes
@@ -144,9 +144,10 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     elif stream is not None:
         queue = StreamQueue(sweep, sweep_dir, runs, todo, stream, save)
     elif sweep.decide.max_seeds:
-        from ablate.sweep.sequential import SequentialQueue, family  # scipy: only when a sweep runs looks
+        from ablate.sweep.sequential import SequentialQueue  # scipy: only when a sweep runs looks
 
-        queue = SequentialQueue(sweep, sweep_dir, planner, runs, todo, design_of(sweep, len(family(runs))), save,
+        family = factorial_of(runs, factor_record(sweep)).family()
+        queue = SequentialQueue(sweep, sweep_dir, planner, runs, todo, design_of(sweep, len(family)), save,
                                 lambda added: pending(added, sweep_dir, retry_failed, evaluate)[0])
         todo_ids = {r.id for r in queue.todo}
     else:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
@@ -30,6 +30,9 @@ from ablate.model.meta import build_on_meta
 from ablate.runs.files import config_hash, read_json, write_json
 from ablate.sweep.match import Match, budget_of, solve
 from ablate.sweep.spec import Point, Sweep, _yaml_value
+
+if TYPE_CHECKING:
+    from ablate.report.contrasts import Factorial
 
 
 @dataclass
@@ -49,6 +52,7 @@ class PlannedRun:
     leaks_labels: bool = False  # its decoder mask scores positions that can see their labels
     search: dict[str, Any] | None = None  # a bayes sweep's point: its trial number and quantiles
     fresh_seed: bool = False  # a repeated random or bayes draw, run with a seed its variant had not used
+    factors: dict[str, Any] = field(default_factory=dict)  # its level of each factor (grid sweeps): row, ladder, ...
 
 
 def default_sweep_dir(sweep: Sweep) -> Path:
@@ -130,14 +134,23 @@ class Planner:
                              varied=_plain({k: OmegaConf.select(cfg, k) for k in self.varied}),
                              overrides=overrides, labels=labels, run_dir=f"runs/{run_id}", parameters=v.parameters,
                              flops_per_token=v.flops, changes=v.changes, same_as=v.same_as, matched=matched,
-                             leaks_labels=v.leaks_labels, fresh_seed=fresh)
+                             leaks_labels=v.leaks_labels, fresh_seed=fresh,
+                             factors=_plain(point.factors) if self.sweep.method == "grid" else {})
+
+    def stratum_base(self, point: Point) -> DictConfig:
+        """The base row's config at a point's ladder step and sampled values: what its budget is matched to."""
+        if not point.step and not point.sampled:
+            return self.base
+        row = next(r for r in self.sweep.rows or [{"name": ""}] if r["name"] == self.base_row)
+        step = next((s for s in self.sweep.ladder if s["name"] == point.step), None)
+        return run_config(self.sweep, _overrides(self.sweep.point(row, point.sampled, None, step)), None, self.extra)
 
     def _configure(self, point: Point) -> tuple[DictConfig, list[str], list[str], dict[str, Any] | None]:
         """A point's validated config, its own overrides, its W&B labels and its matched budget."""
         sweep, overrides, matched = self.sweep, _overrides(point), None
         match = sweep.match_of(point.row) if point.row != self.base_row else None
         if match is not None:
-            matched = _solve(sweep, match, point, self.base, self.extra, self.solved)
+            matched = _solve(sweep, match, point, self.stratum_base(point), self.extra, self.solved)
             overrides.append(f"{match.by}={matched['value']}")
         changed = [k for k, v in point.values.items() if OmegaConf.select(self.base, k) != v]
         label = point.variant + (f", seed={point.seed}" if point.seed is not None else "")
@@ -165,7 +178,7 @@ def _solve(sweep: Sweep, match: Match, point: Point, base: DictConfig, extra: li
     if match.by in point.values:
         raise ConfigError("match", match.by, f"a key row {point.row!r} does not set itself: it sets {match.by}, "
                           "so it cannot be re-solved to match (match: none for this row, or another `by`)", source)
-    key = json.dumps({"row": point.row, **point.values}, sort_keys=True, default=str)
+    key = json.dumps({"row": point.row, "step": point.step, **point.values}, sort_keys=True, default=str)
     target = budget_of(base, match.budget)
     if key not in solved:
         own = run_config(sweep, _overrides(point), None, extra)
@@ -211,12 +224,12 @@ def _plain(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _varied_keys(sweep: Sweep) -> list[str]:
-    """The keys whose values differ between runs: rows' keys that differ between rows, searched parameters that
-    are not constant, and the keys matched budgets re-solve."""
+    """The keys whose values differ between runs: rows' keys that differ between rows, the ladder's that differ
+    between its steps, searched parameters that are not constant, and the keys matched budgets re-solve."""
     keys: list[str] = []
-    for row in sweep.rows:
-        keys += [k for k in row if k not in ("name", "match") and k not in keys]
-    keys = [k for k in keys if len({repr(r.get(k)) for r in sweep.rows}) > 1]
+    for rows in (sweep.rows, sweep.ladder):
+        own = list(dict.fromkeys(k for row in rows for k in row if k not in ("name", "match")))
+        keys += [k for k in own if len({repr(r.get(k)) for r in rows}) > 1 and k not in keys]
     keys += [k for k, p in sweep.searched.items() if not p.constant and k not in keys and k != "seed"]
     matched = [m.by for m in [sweep.match, *(r.get("match") for r in sweep.rows)] if m is not None]
     return keys + [k for k in dict.fromkeys(matched) if k not in keys]
@@ -247,18 +260,35 @@ def plan_record(sweep: Sweep, runs: list[PlannedRun]) -> dict[str, Any]:
     """The plan as plan.json holds it: the sweep's identity, metric and design, and every planned run."""
     from ablate.sweep.decide import design_of  # the design's family is the plan's compared variants
 
-    base = base_variant(runs)
-    family = {r.variant for r in runs if r.variant != base and not r.leaks_labels}
+    factors = factor_record(sweep)
     return {
         "name": sweep.name,
         "description": sweep.description,
         "method": sweep.method,
         "metric": sweep.metric,
-        "base_variant": base,
+        "base_variant": base_variant(runs),
         "varied_keys": list(runs[0].varied) if runs else [],
-        "design": design_of(sweep, len(family)).to_json(),
+        "factors": factors,
+        "design": design_of(sweep, len(factorial_of(runs, factors).family())).to_json(),
         "runs": [asdict(r) for r in runs],
     }
+
+
+def factor_record(sweep: Sweep) -> list[dict[str, Any]]:
+    """The factors of a grid sweep and their levels, as plan.json holds them; [] for random and bayes sweeps (their
+    points cross no grid: every variant is compared with the base)."""
+    if sweep.method != "grid":
+        return []
+    return [{"name": name, "levels": _plain({"levels": levels})["levels"]} for name, levels in
+            sweep.factor_levels().items()]
+
+
+def factorial_of(runs: list[PlannedRun], factors: list[dict[str, Any]]) -> Factorial:
+    """The cells and contrasts of planned runs (:class:`ablate.report.contrasts.Factorial`)."""
+    from ablate.report.contrasts import Factorial, factors_of
+
+    return Factorial(factors_of(factors), {r.variant: r.factors for r in runs}, base_variant(runs),
+                     frozenset(r.variant for r in runs if r.leaks_labels), {r.variant: r.parameters for r in runs})
 
 
 def write_plan(sweep: Sweep, sweep_dir: Path, runs: list[PlannedRun]) -> None:

@@ -15,7 +15,7 @@ from ablate.sweep.params import GRIDDABLE, Param, flatten
 from ablate.sweep.spec import Sweep, _row_values, _short, _yaml_value
 from ablate.yamlio import load_yaml_file
 
-ABLATE_KEYS = {"base", "rows", "sampler_seed", "match", "evaluate", "decide"}
+ABLATE_KEYS = {"base", "rows", "ladder", "sampler_seed", "match", "evaluate", "decide"}
 W_AND_B_KEYS = {"name", "description", "method", "metric", "parameters", "run_cap", "early_terminate", "project",
                 "entity", "controller", "program", "command", "job", "image_uri", "scheduler", "apiVersion", "kind",
                 "metrics"}
@@ -66,23 +66,46 @@ def _resolve(root: Path, path: str) -> Path:
     return Path(path) if Path(path).exists() else root / path
 
 
-def _parse_rows(rows: Any, source: str) -> list[dict[str, Any]]:
+def _parse_rows(rows: Any, source: str, key: str = "rows") -> list[dict[str, Any]]:
+    """``rows`` (or the ``ladder``'s steps): a list of {name, config keys...}, names unique."""
     if rows is None:
         return []
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise ConfigError("rows", rows, "a list of mappings {name: ..., key: value, ...}", source)
+        raise ConfigError(key, rows, "a list of mappings {name: ..., key: value, ...}", source)
     out, names = [], set()
     for i, row in enumerate(rows):
         values = _row_values(row)
         name = str(row.get("name") or ", ".join(_short(k, v) for k, v in values.items()) or "base")
         if name in names:
-            raise ConfigError(f"rows[{i}].name", name, "a name no other row has", source)
+            raise ConfigError(f"{key}[{i}].name", name, "a name no other row has", source)
         names.add(name)
         parsed = {"name": name, **values}
         if "match" in row:
+            if key != "rows":
+                raise ConfigError(f"{key}[{i}].match", row["match"], "no match in a ladder step: rows (or the sweep) "
+                                  "match their budgets to the base row's at each step", source)
             parsed["match"] = Match.parse(row["match"], f"rows[{i}].match", source)
         out.append(parsed)
     return out
+
+
+def _parse_ladder(spec: Any, method: str, rows: list[dict[str, Any]], params: dict[str, Param],
+                  source: str) -> list[dict[str, Any]]:
+    """``ladder``: the sizes every row runs at; a grid's, at least two steps, keys that no row or parameter sets."""
+    ladder = _parse_rows(spec, source, "ladder")
+    if not ladder:
+        return []
+    if method != "grid":
+        raise ConfigError("ladder", [s["name"] for s in ladder], "no ladder for method " f"{method}: every row runs "
+                          "at every step of a grid", source)
+    if len(ladder) < 2:
+        raise ConfigError("ladder", [s["name"] for s in ladder], "at least two steps (sizes) to compare", source)
+    for i, step in enumerate(ladder):
+        for key in _row_values(step):
+            if key in params or any(key in row for row in rows):
+                raise ConfigError(f"ladder[{i}].{key}", step[key], "a key that no row and no parameter sets: the "
+                                  "ladder's sizes and the rows' changes must not overwrite each other", source)
+    return ladder
 
 
 def _parse_evaluate(spec: Any, source: str) -> dict[str, Any] | None:
@@ -152,10 +175,11 @@ def load_sweep(path: str | Path) -> Sweep:
     if run_cap is not None and (isinstance(run_cap, bool) or not isinstance(run_cap, int) or run_cap <= 0):
         raise ConfigError("run_cap", run_cap, "a positive integer", source)
     base_config, base_overrides = _parse_base(raw.get("base"), path.parent, source)
+    rows = _parse_rows(raw.get("rows"), source)
     sweep = Sweep(name=check_name(str(raw.get("name") or path.stem), "name", source), path=path, method=method,
                   metric=_parse_metric(raw.get("metric"), source), description=str(raw.get("description") or ""),
-                  base_config=base_config, base_overrides=base_overrides, rows=_parse_rows(raw.get("rows"), source),
-                  parameters=params, run_cap=run_cap, sampler_seed=int(raw.get("sampler_seed", 0)),
+                  base_config=base_config, base_overrides=base_overrides, rows=rows,
+                  ladder=_parse_ladder(raw.get("ladder"), method, rows, params, source), parameters=params, run_cap=run_cap, sampler_seed=int(raw.get("sampler_seed", 0)),
                   match=Match.parse(raw.get("match"), "match", source),
                   evaluate=_parse_evaluate(raw.get("evaluate"), source),
                   early_terminate=Hyperband.parse(raw.get("early_terminate"), source),

@@ -1,11 +1,13 @@
 """Seeds added until every row is decided: a sweep's sequential design (``decide: {max_seeds: N}``) run by its pool.
 
-At each look the queue judges every row on the seeds it and the base have ended, with the report's own code
-(:func:`ablate.stats.compare.compare`, the same boundaries and verdicts): a row still undecided with fewer than
-``max_seeds`` gets its next seed, and the base every seed a row asks for, so pairs stay pairs (same seed = same
-data order and initial weights). A row is judged only on complete looks (its first n seeds and the base's ended),
-so it waits while the base catches up; once decided it gets no seed more. A relaunch replays the looks from the
-runs that ended and trains only what is missing: a decided sweep trains nothing.
+At each look the queue judges every contrast of the family (:mod:`ablate.report.contrasts`: each row against the
+base row of its stratum, a two-factor design's effects and interactions) on the seeds its cells have ended, with
+the report's own code (the same boundaries and verdicts): a contrast still undecided with fewer than ``max_seeds``
+gets its next seed in every one of its cells (a row and its stratum's base; the four cells of an interaction), so
+pairs stay pairs (same seed = same data order and initial weights). A contrast is judged only on complete looks
+(the first n seeds of each of its cells ended), so it waits while a cell catches up; once decided it asks for no
+seed more. A ladder's trends ask for none: they are judged at the seeds the rest reached. A relaunch replays the
+looks from the runs that ended and trains only what is missing: a decided sweep trains nothing.
 """
 
 from __future__ import annotations
@@ -15,17 +17,11 @@ from pathlib import Path
 from typing import Callable
 
 from ablate.report.collect import outcomes, read_run
-from ablate.stats.compare import compare
+from ablate.report.contrasts import judge
 from ablate.stats.design import Design
-from ablate.sweep.plan import Planner, PlannedRun, base_variant
+from ablate.sweep.plan import Planner, PlannedRun, factor_record, factorial_of
 from ablate.sweep.queue import RunQueue
 from ablate.sweep.spec import Point, Sweep
-
-
-def family(runs: list[PlannedRun]) -> list[str]:
-    """The variants compared with the base, in plan order: every variant but the base whose mask leaks no labels."""
-    base = base_variant(runs)
-    return list(dict.fromkeys(r.variant for r in runs if r.variant != base and not r.leaks_labels))
 
 
 class SequentialQueue(RunQueue):
@@ -36,7 +32,7 @@ class SequentialQueue(RunQueue):
                  pending: Callable[[list[PlannedRun]], list[PlannedRun]]):
         super().__init__(sweep, sweep_dir, runs, todo)
         self.planner, self.design, self.save, self.pending = planner, design, save, pending
-        self.base = base_variant(runs)
+        self.contrasts = [c for c in factorial_of(runs, factor_record(sweep)).family() if c.drives]
         self.points: dict[str, Point] = {}
         for point in sweep.points():
             self.points.setdefault(point.variant, point)
@@ -62,27 +58,29 @@ class SequentialQueue(RunQueue):
                 self.todo.extend(todo)
                 return
 
-    def looks(self) -> dict[str, int]:
-        """The next seed of each row whose last complete look left it undecided with seeds to spare."""
+    def looks(self) -> dict[str, set[int]]:
+        """The seeds each cell must add: the next seed of every cell of a contrast whose last complete look left it
+        undecided with seeds to spare."""
         metric, goal = self.sweep.metric["name"], self.sweep.metric["goal"]  # as the report reads them
         rows = [read_run(self.sweep_dir, asdict(r), metric) for r in self.runs]
         ended = {v: outcomes([r for r in rows if r.variant == v], metric) for v in dict.fromkeys(r.variant for r in rows)}
-        needs = {}
-        for variant in family(self.runs):
-            n = sum(r.variant == variant for r in self.runs)
-            if n >= self.design.max_seeds or not ended.get(self.base):
+        planned = {v: sum(r.variant == v for r in self.runs) for v in ended}
+        needs: dict[str, set[int]] = {}
+        for contrast in self.contrasts:
+            n = min(planned.get(v, 0) for v in contrast.cells)
+            if n >= self.design.max_seeds or not all(ended.get(v) for v in contrast.cells):
                 continue
-            c = compare(ended.get(variant, {}), ended[self.base], self.design, goal)
+            c = judge(contrast, ended, self.design, goal)
             if c.decided_at is None and c.look == n:
-                needs[variant] = self.design.seeds(n + 1)[-1]
+                for variant in contrast.cells:
+                    needs.setdefault(variant, set()).add(self.design.seeds(n + 1)[-1])
         return needs
 
     def extend(self) -> list[PlannedRun]:
-        """Plan (and save) the runs of the next look; [] when no row needs a seed."""
-        needs = self.looks()
-        have = {r.seed for r in self.runs if r.variant == self.base}
-        points = [replace(self.points[v], seed=s) for v, s in needs.items()]
-        points += [replace(self.points[self.base], seed=s) for s in sorted(set(needs.values()) - have)]
+        """Plan (and save) the runs of the next look; [] when no contrast needs a seed."""
+        have = {(r.variant, r.seed) for r in self.runs}
+        points = [replace(self.points[v], seed=s) for v, seeds in self.looks().items() for s in sorted(seeds)
+                  if (v, s) not in have]
         added = self.planner.plan(points) if points else []
         if added:
             self.runs.extend(added)

@@ -10,6 +10,9 @@
     rows:                              # paired variants: keys that change together, one row each
       - {name: base}
       - {name: "h=1", model.n_heads: 1, model.d_k: 512, model.d_v: 512}
+    ladder:                            # sizes every row runs at (grid): is a row's Δ the same at every size?
+      - {name: 1M, model.d_model: 64, model.n_layers: 2}
+      - {name: 4M, model.d_model: 128, model.n_layers: 4}
     parameters:                        # every W&B form: value | values | min/max | distributions
       model.dropout: {values: [0.0, 0.1]}
       seed: {values: [0, 1, 2]}        # replicates: each point runs once per seed; the report aggregates them
@@ -17,6 +20,9 @@
     match: params                      # matched budgets (ablate.sweep.match)
     evaluate: {lengths: [1, 2, 4]}     # ablate evaluate after training
     decide: {margin: 0.05, max_seeds: 10}  # equivalence margin; seeds added until rows are decided (sweep.decide)
+
+Rows, ladder steps and swept parameters are the sweep's *factors*; each point records its level of each
+(:attr:`Point.factors`), so that a report compares a row with the base row at the same values of the others.
 
 Numbers may be written in any YAML form (``5e-4``). W&B's nested parameters (``model: {parameters: {...}}``)
 are flattened to dotted keys. Keys W&B uses that ablate cannot honour (``command``, ``program``: ablate is
@@ -40,6 +46,7 @@ from ablate.sweep.match import Match
 from ablate.sweep.params import Param
 
 ROW_KEYS = ("name", "match")  # a row's own keys; every other key of a row is a config key
+ROW, LADDER = "row", "ladder"  # the factor names of the rows and of the size ladder
 
 
 @dataclass(frozen=True)
@@ -48,8 +55,11 @@ class Point:
 
     variant: str
     seed: int | None
-    values: dict[str, Any]  # dotted key -> value, rows' and parameters' together (seed excluded)
+    values: dict[str, Any]  # dotted key -> value, rows', ladder step's and parameters' together (seed excluded)
     row: str = ""  # the row it comes from
+    step: str = ""  # the ladder step it runs at ("" without a ladder)
+    sampled: dict[str, Any] = field(default_factory=dict)  # the searched parameters' values (seed excluded)
+    factors: dict[str, Any] = field(default_factory=dict)  # its level of each factor: row, ladder, varied parameters
 
 
 @dataclass
@@ -64,6 +74,7 @@ class Sweep:
     base_config: Path | None = None
     base_overrides: list[str] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)  # each with a "name"
+    ladder: list[dict[str, Any]] = field(default_factory=list)  # sizes every row runs at, each with a "name"
     parameters: dict[str, Param] = field(default_factory=dict)  # dotted key -> parameter
     run_cap: int | None = None
     sampler_seed: int = 0
@@ -148,12 +159,28 @@ class Sweep:
             row, sampled = rng.choice(rows), {k: p.sample(rng) for k, p in self.searched.items()}
             yield from (self.point(row, sampled, seed) for seed in self.seeds)
 
-    def point(self, row: dict[str, Any], sampled: dict[str, Any], seed: int | None) -> Point:
-        """The run of one row, one choice of the searched parameters and one seed (a drawn seed is the run's)."""
-        sampled = dict(sampled)
+    def point(self, row: dict[str, Any], sampled: dict[str, Any], seed: int | None,
+              step: dict[str, Any] | None = None) -> Point:
+        """The run of one row at one ladder step (a grid's), one choice of the searched parameters and one seed (a
+        drawn seed is the run's)."""
+        sampled, step = dict(sampled), step or {}
         if "seed" in sampled:
             seed = int(sampled.pop("seed"))
-        return Point(_variant_name(row, sampled, self.searched), seed, {**_row_values(row), **sampled}, row["name"])
+        factors = {ROW: row["name"]} if self.rows else {}
+        factors.update({LADDER: step["name"]} if step else {})
+        factors.update({k: v for k, v in sampled.items() if not self.searched[k].constant})
+        name = _variant_name(row, sampled, self.searched, step.get("name", ""))
+        return Point(name, seed, {**_row_values(row), **_row_values(step), **sampled}, row["name"],
+                     step.get("name", ""), sampled, factors)
+
+    def factor_levels(self) -> dict[str, list[Any]]:
+        """Each factor of a grid sweep and its levels, in order: the rows (``row``), the ladder's steps (``ladder``),
+        then every swept parameter but the seed, in the file's order; the first level of each is its base."""
+        out: dict[str, list[Any]] = {ROW: [r["name"] for r in self.rows]} if self.rows else {}
+        if self.ladder:
+            out[LADDER] = [s["name"] for s in self.ladder]
+        out.update({k: p.grid() for k, p in self.searched.items() if not p.constant})
+        return out
 
     def n_samples(self) -> int | None:
         """How many points a bayes sweep asks for: run_cap / seeds, whole points (each runs once per listed
@@ -184,10 +211,10 @@ def _short(key: str, value: Any) -> str:
     return f"{key.rsplit('.', 1)[-1]}={value}"
 
 
-def _variant_name(row: dict[str, Any], sampled: dict[str, Any], params: dict[str, Param]) -> str:
+def _variant_name(row: dict[str, Any], sampled: dict[str, Any], params: dict[str, Param], step: str = "") -> str:
     varied = [k for k in sampled if not params[k].constant]
     parts = [row["name"]] if row.get("name") else [_short(k, v) for k, v in _row_values(row).items()]
-    parts += [_short(k, _fmt(sampled[k])) for k in varied]
+    parts += [step] + [_short(k, _fmt(sampled[k])) for k in varied]
     return ", ".join(p for p in parts if p) or "base"
 
 
@@ -198,18 +225,19 @@ def _fmt(value: Any) -> Any:
 
 def _grid(sweep: Sweep) -> list[Point]:
     """W&B's grid: itertools.product over the parameters in sorted name order (the seed among them), rows outermost;
-    each point's values keep the file's order. Values that repeat are one point (W&B hashes them)."""
+    each point's values keep the file's order; a ladder's steps inside each row. Values that repeat are one point (W&B
+    hashes them)."""
     params = sweep.parameters
     names = sorted(params)
     points, seen = [], set()
-    for row in sweep.rows or [{"name": ""}]:
+    for row, step in itertools.product(sweep.rows or [{"name": ""}], sweep.ladder or [{}]):
         for combo in itertools.product(*(params[k].grid() for k in names)):
             chosen = dict(zip(names, combo))
             sampled = {k: chosen[k] for k in params if k != "seed"}
-            key = repr((row["name"], sorted(chosen.items())))
+            key = repr((row["name"], step.get("name"), sorted(chosen.items())))
             if key not in seen:
                 seen.add(key)
-                points.append(sweep.point(row, sampled, chosen.get("seed")))
+                points.append(sweep.point(row, sampled, chosen.get("seed"), step))
     return points
 
 
