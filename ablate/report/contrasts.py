@@ -81,6 +81,14 @@ class Contrast:
     def cells(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(v for v, _ in (*self.plus, *self.minus)))
 
+    def weights(self) -> dict[str, float]:
+        """Each cell's weight in the contrast (``plus`` positive, ``minus`` negative): the contrast is their sum."""
+        out: dict[str, float] = {}
+        for sign, side in ((1.0, self.plus), (-1.0, self.minus)):
+            for variant, w in side:
+                out[variant] = out.get(variant, 0.0) + sign * w
+        return out
+
 
 def key(level: Any) -> str:
     """A level as a hashable key (levels may be mappings: a component's arguments)."""

@@ -71,9 +71,12 @@ def findings(report: Report) -> list[str]:
         if c is None or c.diff is None:
             out.append(f"{b_level}: {parts}; interaction with {a_level}: not yet measured.")
             continue
-        says = {"better": "its effect depends on it", "worse": "its effect depends on it",
-                "equivalent": f"its effect does not depend on it by more than ±{c.margin:{spec}}"}.get(
-                    c.verdict, "undecided whether its effect depends on it")
+        if c.verdict in DECIDED:
+            says = "its effect depends on it"
+        elif c.verdict == "equivalent":
+            says = f"its effect does not depend on it by more than ±{c.margin:{spec}}"
+        else:
+            says = "undecided whether its effect depends on it"
         out.append(f"{b_level}: {parts}; interaction with {a_level} {c.diff:+{spec}} {interval_cell(c, spec)}: {says}.")
     return out
 

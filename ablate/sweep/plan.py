@@ -175,7 +175,8 @@ def _solve(sweep: Sweep, match: Match, point: Point, base: DictConfig, extra: li
            solved: dict[str, tuple[int, float]]) -> dict[str, Any]:
     """The value of ``match.by`` that gives this point's row the base's budget (once per row and sampled values)."""
     source = str(sweep.path)
-    if match.by in point.values:
+    if match.by in point.values and not any(match.by in step for step in sweep.ladder):  # a ladder's size may be
+        # the starting point of the re-solved key; a row's or a searched parameter's own value may not
         raise ConfigError("match", match.by, f"a key row {point.row!r} does not set itself: it sets {match.by}, "
                           "so it cannot be re-solved to match (match: none for this row, or another `by`)", source)
     key = json.dumps({"row": point.row, "step": point.step, **point.values}, sort_keys=True, default=str)

@@ -30,7 +30,7 @@ from ablate.errors import ConfigError
 from ablate.sweep.read import load_sweep
 from ablate.sweep.spec import Sweep
 
-ROW = "row"
+ROW, LADDER = "row", "ladder"
 SWEEP = "ablate.sweep"  # the sweep file's text
 EXTRA = "ablate.extra"  # the command line's overrides, as a JSON list
 AGENT_ENV = ("WANDB_RUN_ID", "WANDB_SWEEP_ID", "WANDB_SWEEP_PARAM_PATH")  # what makes a wandb.init the agent's run
@@ -41,6 +41,8 @@ def to_wandb(sweep: Sweep, extra: list[str] = ()) -> dict[str, Any]:
     params: dict[str, Any] = {k: p.wandb() for k, p in sweep.searched.items()}
     if sweep.rows:
         params[ROW] = {"values": [r["name"] for r in sweep.rows]}
+    if sweep.ladder:  # a grid's sizes: W&B's grid crosses them with the rows like any other parameter
+        params[LADDER] = {"values": [s["name"] for s in sweep.ladder]}
     params[SWEEP] = {"value": sweep.path.read_text()}
     params[EXTRA] = {"value": json.dumps(list(extra))}
     out: dict[str, Any] = {"name": sweep.name, "method": sweep.method, "metric": dict(sweep.metric),
@@ -68,6 +70,20 @@ def point_of(params: dict[str, Any], sweep: Sweep) -> tuple[dict[str, Any], dict
     if missing:
         raise ConfigError(missing[0], None, "a value from the W&B sweep's run config", "W&B sweep")
     return rows[name], {k: params[k] for k in sweep.searched}
+
+
+def step_of(params: dict[str, Any], sweep: Sweep) -> dict[str, Any] | None:
+    """The ladder step of a point W&B handed out; None without a ladder.
+
+    Raises:
+        ConfigError: a step the sweep does not have.
+    """
+    if not sweep.ladder:
+        return None
+    steps = {s["name"]: s for s in sweep.ladder}
+    if params.get(LADDER) not in steps:
+        raise ConfigError(LADDER, params.get(LADDER), f"one of {', '.join(steps)}", "W&B sweep")
+    return steps[params[LADDER]]
 
 
 @contextmanager
@@ -125,7 +141,8 @@ def agent_trial(params: dict[str, Any]) -> list[Path]:
     sweep = load_sweep(sweep_file)
     extra = list(json.loads(params.get(EXTRA, "[]")))
     row, sampled = point_of(params, sweep)
-    runs = Planner(sweep, extra).plan([sweep.point(row, sampled, seed) for seed in sweep.seeds])
+    step = step_of(params, sweep)
+    runs = Planner(sweep, extra).plan([sweep.point(row, sampled, seed, step) for seed in sweep.seeds])
     add_to_plan(sweep, sweep_dir, runs)
     dirs, values = [], []
     for i, run in enumerate(runs):

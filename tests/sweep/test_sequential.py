@@ -95,3 +95,30 @@ def test_a_killed_sequential_sweep_ends_with_the_runs_of_an_uninterrupted_one(fi
     theirs_values = {r["id"]: json.loads((finished / r["run_dir"] / "result.json").read_text())["final"]["val/loss"]
                      for r in _plan(finished)["runs"]}
     assert values == theirs_values  # killed and resumed runs end bit-identical
+
+
+def test_a_stratified_sequential_sweep_adds_seeds_to_every_cell_of_an_undecided_contrast(tmp_path):
+    """Rows x a parameter: each contrast (a row within a stratum, a main effect, a simple effect, the interaction)
+    asks for seeds in all of its cells until it is decided; each cell ends with the seeds of the most demanding
+    contrast it belongs to."""
+    path = _sweep_file(tmp_path, ROWS.replace("- {name: dropout, model.dropout: 0.12}\n", ""), name="strata")
+    path.write_text(path.read_text() + """
+parameters:
+  model.attention_dropout: {values: [0.0, 0.05]}
+  seed: {values: [0, 1, 2]}
+decide: {max_seeds: 4, margin: 0.05}
+""")
+    done = _ablate("sweep", str(path), "--workers", "2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    sweep_dir = tmp_path / "sweeps" / "strata"
+    plan, seeds, report = _plan(sweep_dir), _seeds(sweep_dir), build_report(sweep_dir)
+    assert [f["name"] for f in plan["factors"]] == ["row", "model.attention_dropout"]
+    assert report.strata == ["attention_dropout=0", "attention_dropout=0.05"] and len(report.effects) == 5
+    demand: dict[str, int] = {}
+    contrasts = [(r.comparison, (r.name, r.base_name)) for r in report.variants if not r.is_base]
+    contrasts += [(e.comparison, e.contrast.cells) for e in report.effects]
+    for c, cells in contrasts:
+        for cell in cells:
+            demand[cell] = max(demand.get(cell, 0), c.decided_at or 4)
+    assert {v: len(s) for v, s in seeds.items()} == demand
+    assert all(s == list(range(len(s))) for s in seeds.values())

@@ -20,7 +20,8 @@ import yaml
 from ablate.errors import ConfigError
 from ablate.sweep import load_sweep, plan_sweep
 from ablate.sweep.plan import Planner
-from ablate.sweep.wandb_backend import EXTRA, ROW, SWEEP, point_of, start_wandb_sweep, to_wandb
+from ablate.sweep.wandb_backend import (EXTRA, LADDER, ROW, SWEEP, point_of, start_wandb_sweep, step_of,
+                                         to_wandb)
 from tests.conftest import REPO, TINY
 from tests.runs.wandb_records import RunLog
 
@@ -73,6 +74,25 @@ def test_every_point_w_and_b_hands_out_plans_the_local_runs(tmp_path):
             r, sampled = point_of({ROW: row, "model.dropout": dropout}, sweep)
             remote |= {run.id for run in Planner(sweep).plan([sweep.point(r, sampled, s) for s in sweep.seeds])}
     assert remote == local
+
+
+def test_a_ladder_is_one_more_parameter_for_w_and_b_and_its_points_plan_the_local_runs(tmp_path):
+    path = _sweep_file(tmp_path)
+    path.write_text(path.read_text() + "ladder: [{name: S, model.d_model: 32}, {name: L, model.d_model: 48}]\n")
+    sweep = load_sweep(path)
+    wb = to_wandb(sweep)
+    assert wb["parameters"][LADDER] == {"values": ["S", "L"]}
+    remote = set()
+    for row in ("base", "wide"):
+        for dropout in (0.0, 0.2):
+            for step in ("S", "L"):
+                params = {ROW: row, "model.dropout": dropout, LADDER: step}
+                r, sampled = point_of(params, sweep)
+                points = [sweep.point(r, sampled, s, step_of(params, sweep)) for s in sweep.seeds]
+                remote |= {run.id for run in Planner(sweep).plan(points)}
+    assert remote == {r.id for r in plan_sweep(sweep, tmp_path)}
+    with pytest.raises(ConfigError, match="ladder='XL'.*one of S, L"):
+        step_of({LADDER: "XL"}, sweep)
 
 
 def test_a_point_that_is_not_in_the_sweep_is_named(tmp_path):
