@@ -82,7 +82,7 @@ def _sdpa_kernels(system, batch) -> set[str]:
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss, _, _ = system._token_losses(batch, 0.1)
+            loss, *_ = system._token_losses(batch, 0.1)
         loss.backward()
     return {e.key for e in prof.key_averages() if e.key.startswith("aten::_scaled_dot_product")}
 
@@ -169,7 +169,7 @@ def test_the_memory_estimate_for_packing_covers_a_real_training_step():
     system = _system(cfg).train()
     opt = adam(system.parameters(), cfg.train)
     for seed in range(2):  # the second step has Adam's moments allocated
-        loss, _, _ = system._token_losses(_batch(cfg, batch_size=cfg.data.batch_size, seed=seed), 0.1)
+        loss, *_ = system._token_losses(_batch(cfg, batch_size=cfg.data.batch_size, seed=seed), 0.1)
         loss.backward()
         opt.step()
         opt.zero_grad()

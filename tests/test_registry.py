@@ -91,8 +91,8 @@ def test_entry_points_are_loaded(monkeypatch):
         def load(self):
             loaded.append(True)
 
-    monkeypatch.setattr(registry, "_entry_points_loaded", False)
-    monkeypatch.setattr(registry, "entry_points", lambda group: [FakeEntryPoint()] if group == "ablate.components" else [])
+    monkeypatch.setattr(registry.plugins, "_entry_points_loaded", False)
+    monkeypatch.setattr(registry.plugins, "entry_points", lambda group: [FakeEntryPoint()] if group == "ablate.components" else [])
     registry.load_plugins()
     assert loaded == [True]
 

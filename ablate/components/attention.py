@@ -52,10 +52,21 @@ class KVCache:
             self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)  # (B', h_kv, T, d)
 
 
+def with_bias(mask: torch.Tensor | None, bias: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """A boolean mask (True = may attend) and a float score bias as one float mask: the bias where attending is
+    allowed, -inf elsewhere; the mask alone without a bias."""
+    if bias is None:
+        return mask
+    bias = bias.to(dtype)
+    return bias if mask is None else bias.masked_fill(~mask, float("-inf"))  # (B, h, T_q, T_k)
+
+
 class Attention(nn.Module):
     """Multi-head attention: h query heads over h_kv key/value heads (h_kv = h here), then W^O.
 
-    Subclasses change ``n_kv_heads`` or override :meth:`normalize_q` / :meth:`normalize_k` (per head).
+    Subclasses change ``n_kv_heads`` or override a step: :meth:`normalize_q` / :meth:`normalize_k` (per head),
+    :meth:`attend` (scores to heads), :meth:`output` (heads to d_model), :meth:`self_heads` (what replaces
+    self-attention: a synthesizer, a convolution), :meth:`cross_heads` and :meth:`project_memory`.
     """
 
     def __init__(self, *, d_model: int, n_heads: int, d_k: int, d_v: int, attention_dropout: float = 0.0,
@@ -103,10 +114,12 @@ class Attention(nn.Module):
         the mask is (B, 1, T, P+T), and the new keys and values join the cache. Cross-attention:
         keys and values of ``memory`` (B, S, d_model), or of a ``cache`` from :meth:`project_memory`.
         """
-        if self.cross:
-            kv = cache if cache is not None else self.project_memory(memory)
-            q = self.normalize_q(self._heads(self.w_q(x), self.n_heads, self.d_k))  # (B, h, T, d_k)
-            return self._attend(q, kv.k, kv.v, mask, None)
+        heads = self.cross_heads(x, mask, cache, memory) if self.cross else self.self_heads(x, mask, cache)
+        return self.output(heads, x)  # (B, h, T, d_v) -> (B, T, d_model)
+
+    def self_heads(self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None) -> torch.Tensor:
+        """Self-attention's heads (B, h, T, d_v) of x (B, T, d_model): one fused projection to queries, keys and values,
+        the stack's positions applied (rotated queries and keys, a score bias)."""
         offset = cache.length if cache is not None else 0
         hq, hk = self.n_heads * self.d_k, self.n_kv_heads * self.d_k
         q, k, v = self.w_qkv(x).split([hq, hk, self.n_kv_heads * self.d_v], dim=-1)
@@ -115,29 +128,53 @@ class Attention(nn.Module):
         v = self._heads(v, self.n_kv_heads, self.d_v)  # (B, h_kv, T, d_v)
         if cache is not None:
             k, v = cache.append(k, v)  # (B, h_kv, P+T, d_k), (B, h_kv, P+T, d_v)
-        return self._attend(q, k, v, mask, self.positional.score_bias(q.size(2), k.size(2)))
+        return self.attend(q, k, v, mask, self.position_bias(q, k.size(2)))
 
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                bias: torch.Tensor | None) -> torch.Tensor:
-        """q (B, h, T_q, d_k), k (B, h_kv, T_k, d_k), v (B, h_kv, T_k, d_v), mask (B, 1, T_q|1, T_k), bias (h, T_q, T_k)."""
+    def cross_heads(self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None,
+                    memory: torch.Tensor | None) -> torch.Tensor:
+        """The decoder's attention over the encoder output: heads (B, h, T, d_v), no position information."""
+        kv = cache if cache is not None else self.project_memory(memory)
+        q = self.normalize_q(self._heads(self.w_q(x), self.n_heads, self.d_k))  # (B, h, T, d_k)
+        return self.attend(q, kv.k, kv.v, mask, None)
+
+    def position_bias(self, q: torch.Tensor, t_k: int) -> torch.Tensor | None:
+        """The positional component's score bias (h, T_q, T_k) plus its query-dependent one (B, h, T_q, T_k), scaled
+        like the scores; None when it has neither."""
+        bias = self.positional.score_bias(q.size(2), t_k)
+        by_query = self.positional.query_bias(q, t_k)
+        if by_query is None:
+            return bias
+        by_query = by_query * self.scale
+        return by_query if bias is None else bias + by_query
+
+    def output(self, heads: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """W^O over the concatenated heads (B, h, T, d_v) -> (B, T, d_model); ``x`` (B, T, d_model) is the layer's
+        input, for variants that gate the heads with it."""
+        B, _, T, _ = heads.shape
+        return self.w_o(heads.transpose(1, 2).reshape(B, T, self.n_heads * self.d_v))
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+               bias: torch.Tensor | None) -> torch.Tensor:
+        """q (B, h, T_q, d_k), k (B, h_kv, T_k, d_k), v (B, h_kv, T_k, d_v), mask (B, 1, T_q|1, T_k), bias
+        (h | B, h, T_q, T_k) -> the heads (B, h, T_q, d_v)."""
         if self.n_kv_heads != self.n_heads:  # each key/value head serves h / h_kv query heads
             group = self.n_heads // self.n_kv_heads
             k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, h, T_k, d)
-        if bias is not None:  # a float mask: the bias where attending is allowed, -inf elsewhere
-            bias = bias.to(q.dtype)
-            mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))  # (B, h, T_q, T_k)
+        mask = with_bias(mask, bias, q.dtype)
         p = self.dropout if self.training else 0.0
         if self.keep_weights:
-            scores = (q @ k.transpose(-2, -1)) * self.scale  # (B, h, T_q, T_k)
-            if mask is not None:
-                scores = scores + mask if mask.is_floating_point() else scores.masked_fill(~mask, float("-inf"))
-            weights = scores.softmax(dim=-1)
+            weights = self.softmax_weights(q @ k.transpose(-2, -1) * self.scale, mask)  # (B, h, T_q, T_k)
+            return F.dropout(weights, p, self.training) @ v  # (B, h, T_q, d_v)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, scale=self.scale)
+
+    def softmax_weights(self, scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """softmax(scores + mask) over the keys (B, h, T_q, T_k), kept in ``self.weights`` when ``keep_weights``."""
+        if mask is not None:
+            scores = scores + mask if mask.is_floating_point() else scores.masked_fill(~mask, float("-inf"))
+        weights = scores.softmax(dim=-1)
+        if self.keep_weights:
             self.weights = weights.detach()
-            out = F.dropout(weights, p, self.training) @ v  # (B, h, T_q, d_v)
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, scale=self.scale)
-        B, _, T, _ = out.shape
-        return self.w_o(out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_v))  # (B, T_q, d_model)
+        return weights
 
     def flops_per_token(self, length: int) -> float:
         """Per query, beyond the projections: Q K^T over ``length`` keys (d_k each) and the weighted sum of

@@ -68,6 +68,12 @@ class Mask(ABC):
         sees_label[:-1] = reach[torch.arange(length - 1), torch.arange(1, length)]
         return (~sees_label).to(device)
 
+    def layers(self, n: int) -> list[Mask]:
+        """The mask of each of a decoder's n layers: this one in every layer here. A variant that differs between
+        layers (local and global layers) returns its own per layer; its ``__call__`` is then what any position may
+        reach through some layer, from which :meth:`scored` and ``looks_ahead`` follow."""
+        return [self] * n
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"{type(self).__name__}({args})"

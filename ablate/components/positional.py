@@ -5,10 +5,11 @@ A positional component may act at any of three hooks; the base class makes each 
 - ``forward(x, offset)``: added to the scaled token embeddings (sinusoidal, learned);
 - ``rotate(x, offset)``: applied to queries and keys inside self-attention (RoPE);
 - ``score_bias(t_q, t_k)``: added to the attention scores, per head (ALiBi, T5's relative bias; see
-  :mod:`ablate.components.position_bias`).
+  :mod:`ablate.components.position_bias`);
+- ``query_bias(q, t_k)``: a score bias that depends on the queries (Shaw et al.'s relative keys).
 
 One component serves a whole stack (every layer of the encoder, or of the decoder), built with
-``stack`` = ``"encoder"`` or ``"decoder"``. ``max_len`` is the longest sequence it can encode (None:
+``stack`` = ``"encoder"`` or ``"decoder"``; ``for_layer(i)`` gives layer i its own when a variant wants that. ``max_len`` is the longest sequence it can encode (None:
 any length), which decoding and length-extrapolation evaluation respect.
 """
 
@@ -37,6 +38,16 @@ class Positional(nn.Module):
     def score_bias(self, t_q: int, t_k: int) -> torch.Tensor | None:
         """A bias (h, T_q, T_k) added to the attention scores, queries being the last T_q of T_k positions; None: none."""
         return None
+
+    def query_bias(self, q: torch.Tensor, t_k: int) -> torch.Tensor | None:
+        """A bias (B, h, T_q, T_k) that depends on the queries q (B, h, T_q, d_k), the last T_q of T_k positions,
+        before the attention's scale (it is scaled with the scores: q (k + a)^T / sqrt(d_k)); None: none."""
+        return None
+
+    def for_layer(self, layer: int) -> Positional:
+        """The component the self-attention of layer ``layer`` uses: this one (shared by the stack) here; a variant
+        with parameters of its own per layer returns a fresh one."""
+        return self
 
 
 KIND = declare_kind("positional", key="model.positional", interface=Positional, default="sinusoidal",

@@ -17,7 +17,8 @@ import ablate.components  # noqa: F401  (registers the built-in components)
 from ablate import registry
 from ablate.config.schema import Arch
 from ablate.model.embedding import InputLayer
-from ablate.model.layers import DecoderLayer, EncoderLayer, Stack
+from ablate.components.positional import Positional
+from ablate.model.layers import DecoderLayer, EncoderLayer
 from ablate.model.transformer import DecoderOnly, EncoderDecoder
 
 
@@ -57,29 +58,33 @@ class Parts:
         return registry.create(kind, OmegaConf.select(self.cfg, k.key), {**self.context, **extra}, args,
                                build=lambda sub: self.make(sub, **extra))
 
-    def stack(self, stack: str, n: int, positional: nn.Module, decoder: bool) -> Stack:
-        """N layers of one stack, shared or not, and its final norm when the residual placement wants one."""
+    def stack(self, stack: str, n: int, positional: Positional, decoder: bool) -> nn.Module:
+        """N layers of one stack, shared or not, run by the sharing variant's stack, and its final norm when the
+        residual placement wants one."""
         layer = self.decoder_layer if decoder else self.encoder_layer
-        layers = self.make("sharing").layers(n, lambda: layer(stack, positional))
+        sharing = self.make("sharing", stack=stack)
+        layers = sharing.layers(n, lambda i=0: layer(stack, positional, i))
         final = self.make("norm", stack=stack) if layers[0].res_ffn.final_norm else nn.Identity()
-        return Stack(layers, final)
+        return sharing.stack(layers, final)
 
-    def encoder_layer(self, stack: str, positional: nn.Module) -> EncoderLayer:
+    def encoder_layer(self, stack: str, positional: Positional, i: int) -> EncoderLayer:
+        at = {"stack": stack, "layer": i}
         return EncoderLayer(
-            self_attn=self.make("attention", stack=stack, positional=positional, cross=False),
-            ffn=self.make("ffn", stack=stack),
-            res_attn=self.make("norm_position", stack=stack),
-            res_ffn=self.make("norm_position", stack=stack),
+            self_attn=self.make("attention", **at, positional=positional.for_layer(i), cross=False),
+            ffn=self.make("ffn", **at),
+            res_attn=self.make("norm_position", **at),
+            res_ffn=self.make("norm_position", **at),
         )
 
-    def decoder_layer(self, stack: str, positional: nn.Module) -> DecoderLayer:
+    def decoder_layer(self, stack: str, positional: Positional, i: int) -> DecoderLayer:
+        at = {"stack": stack, "layer": i}
         return DecoderLayer(
-            self_attn=self.make("attention", stack=stack, positional=positional, cross=False),
-            cross_attn=self.make("attention", stack=stack, cross=True),
-            ffn=self.make("ffn", stack=stack),
-            res_attn=self.make("norm_position", stack=stack),
-            res_cross=self.make("norm_position", stack=stack),
-            res_ffn=self.make("norm_position", stack=stack),
+            self_attn=self.make("attention", **at, positional=positional.for_layer(i), cross=False),
+            cross_attn=self.make("attention", **at, cross=True),
+            ffn=self.make("ffn", **at),
+            res_attn=self.make("norm_position", **at),
+            res_cross=self.make("norm_position", **at),
+            res_ffn=self.make("norm_position", **at),
         )
 
 

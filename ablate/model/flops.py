@@ -20,15 +20,15 @@ from omegaconf import DictConfig
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from ablate.components.positional import Positional
 from ablate.config.schema import Arch
 
 
 def sequence_length(cfg: DictConfig, model: nn.Module) -> int:
-    """The length FLOPs are counted at: ``data.max_len`` capped at 512, and at what the positions allow."""
+    """The length FLOPs are counted at: ``data.max_len`` capped at 512, and at what the model's components allow
+    (those that state a ``max_len``: learned positions, a synthesizer's attention)."""
     T = min(cfg.data.max_len, 512)
     for module in model.modules():
-        if isinstance(module, Positional) and module.max_len is not None:
+        if isinstance(getattr(module, "max_len", None), int):  # a component that encodes at most max_len positions
             T = min(T, module.max_len)
     return T
 

@@ -9,14 +9,15 @@ import torch
 from torch import nn
 
 from ablate.components.attention import Attention
-from ablate.components.positional import Positional
 
 
 def too_long(model: nn.Module, length: int) -> str | None:
-    """Why ``model`` cannot encode ``length`` positions (its positional components' ``max_len``), or None."""
+    """Why ``model`` cannot encode ``length`` positions (a component's stated ``max_len``: learned positions, a
+    synthesizer's attention), or None."""
     for module in model.modules():
-        if isinstance(module, Positional) and module.max_len is not None and module.max_len < length:
-            return f"{type(module).__name__} encodes at most {module.max_len} positions"
+        limit = getattr(module, "max_len", None)
+        if isinstance(limit, int) and limit < length:
+            return f"{type(module).__name__} encodes at most {limit} positions"
     return None
 
 

@@ -7,13 +7,13 @@ layer, a :class:`DecoderLayerCache` for a decoder layer. Without one, a forward 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
 
 import torch
 from torch import nn
 
 from ablate.components.attention import Attention, KVCache
 from ablate.components.residual import Residual
+from ablate.components.sharing import Stack  # noqa: F401  (the stack of layers: ablate.components.sharing)
 
 
 @dataclass
@@ -75,18 +75,3 @@ class DecoderLayer(nn.Module):
     def residuals(self) -> list[tuple[Residual, nn.Module]]:
         """Each residual connection with the sub-layer it wraps."""
         return [(self.res_attn, self.self_attn), (self.res_cross, self.cross_attn), (self.res_ffn, self.ffn)]
-
-
-class Stack(nn.Module):
-    """N layers (distinct or shared, see the ``sharing`` kind) and, for pre-norm placements, a final norm."""
-
-    def __init__(self, layers: list[nn.Module], final_norm: nn.Module):
-        super().__init__()
-        self.layers = nn.ModuleList(layers)
-        self.final_norm = final_norm
-
-    def forward(self, x: torch.Tensor, *args: torch.Tensor | None, caches: Sequence[Any] | None = None) -> torch.Tensor:
-        """x (B, T, d_model) through every layer; ``caches``: one per layer, for incremental decoding."""
-        for layer, cache in zip(self.layers, caches if caches is not None else [None] * len(self.layers)):
-            x = layer(x, *args, cache=cache)
-        return self.final_norm(x)

@@ -11,8 +11,9 @@ import torch
 from torch import nn
 
 from ablate.components.masks import Mask
+from ablate.components.sharing import PerLayer
 from ablate.model.embedding import InputLayer
-from ablate.model.layers import DecoderLayerCache, Stack
+from ablate.model.layers import DecoderLayerCache
 
 AllowedPairs = torch.Tensor | None  # (T_q, T_k) boolean, True = may attend; None = every pair
 
@@ -25,6 +26,21 @@ def key_padding(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
 def combine(padding: torch.Tensor, attn: AllowedPairs) -> torch.Tensor:
     """Key-padding (B, 1, 1, T_k) & optional (T_q, T_k) mask -> (B, 1, T_q|1, T_k); True = may attend."""
     return padding if attn is None else padding & attn
+
+
+class LayerMasks:
+    """A decoder's self-attention masks, one per layer (:meth:`Mask.layers`), each combined with the key padding."""
+
+    def __init__(self, mask: Mask, n_layers: int):
+        self.masks = mask.layers(n_layers)
+        self.distinct = list({id(m): m for m in self.masks}.values())
+
+    def __call__(self, padding: torch.Tensor, t_q: int, t_k: int) -> torch.Tensor | PerLayer:
+        """padding (B, 1, 1, T_k) -> one mask (B, 1, T_q, T_k) for every layer, or a :class:`PerLayer` of them."""
+        made = {id(m): combine(padding, m(t_q, t_k, padding.device)) for m in self.distinct}
+        if len(made) == 1:
+            return next(iter(made.values()))
+        return PerLayer(made[id(m)] for m in self.masks)
 
 
 class DecoderState:
@@ -67,8 +83,8 @@ class EncoderDecoder(nn.Module):
         *,
         src_input: InputLayer,
         tgt_input: InputLayer,
-        encoder: Stack,
-        decoder: Stack,
+        encoder: nn.Module,
+        decoder: nn.Module,
         generator: nn.Module,
         mask: Mask,
         pad_id: int,
@@ -77,6 +93,7 @@ class EncoderDecoder(nn.Module):
         self.src_input, self.tgt_input = src_input, tgt_input
         self.encoder, self.decoder, self.generator = encoder, decoder, generator
         self.mask, self.pad_id = mask, pad_id
+        self.layer_masks = LayerMasks(mask, len(decoder.layers))
         self.incremental = not mask.looks_ahead
 
     def encode(self, src_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,7 +104,7 @@ class EncoderDecoder(nn.Module):
     def decode(self, tgt_ids: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
         """tgt_ids (B, T) shifted right, memory (B, S, d_model) -> logits (B, T, V)."""
         T = tgt_ids.size(1)
-        self_mask = combine(key_padding(tgt_ids, self.pad_id), self.mask(T, T, tgt_ids.device))
+        self_mask = self.layer_masks(key_padding(tgt_ids, self.pad_id), T, T)  # (B, 1, T, T), or one per layer
         x = self.decoder(self.tgt_input(tgt_ids), memory, self_mask, src_mask)  # (B, T, d_model)
         return self.generator(x)
 
@@ -116,7 +133,7 @@ class EncoderDecoder(nn.Module):
         """
         P, T = state.length, tgt_ids.size(1)
         state.tgt_padding = torch.cat((state.tgt_padding, key_padding(tgt_ids, self.pad_id)), dim=-1)  # (B, 1, 1, P+T)
-        self_mask = combine(state.tgt_padding, self.mask(T, P + T, tgt_ids.device))  # (B, 1, T, P+T)
+        self_mask = self.layer_masks(state.tgt_padding, T, P + T)  # (B, 1, T, P+T), or one per layer
         x = self.tgt_input(tgt_ids, P)  # (B, T, d_model), positions P .. P+T-1
         x = self.decoder(x, None, self_mask, state.src_mask, caches=state.layers)  # (B, T, d_model)
         return self.generator(x)
@@ -125,12 +142,13 @@ class EncoderDecoder(nn.Module):
 class DecoderOnly(nn.Module):
     """Decoder-only language model: ``model(ids)`` returns next-token logits (B, T, V)."""
 
-    def __init__(self, *, tgt_input: InputLayer, decoder: Stack, generator: nn.Module, mask: Mask, pad_id: int):
+    def __init__(self, *, tgt_input: InputLayer, decoder: nn.Module, generator: nn.Module, mask: Mask, pad_id: int):
         super().__init__()
         self.tgt_input, self.decoder, self.generator = tgt_input, decoder, generator
         self.mask, self.pad_id = mask, pad_id
+        self.layer_masks = LayerMasks(mask, len(decoder.layers))
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         T = ids.size(1)
-        self_mask = combine(key_padding(ids, self.pad_id), self.mask(T, T, ids.device))
+        self_mask = self.layer_masks(key_padding(ids, self.pad_id), T, T)  # (B, 1, T, T), or one per layer
         return self.generator(self.decoder(self.tgt_input(ids), self_mask))  # (B, T, V)

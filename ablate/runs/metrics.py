@@ -1,7 +1,8 @@
 """The metrics a run logs, by name: what a sweep's ``metric`` may name and a report may show.
 
 Training logs ``LOGGED`` (Lightning's CSV and W&B loggers, ``result.json``'s final and best); ``ablate evaluate``
-adds ``test/bleu`` and a language model's loss and perplexity at multiples of its training length (``EVALUATED``).
+adds ``test/bleu`` and a language model's loss and perplexity at multiples of its training length (``EVALUATED``);
+a model whose components add auxiliary losses logs ``train/aux/<name>`` and ``val/aux/<name>`` (``AUXILIARY``).
 ``tests/train/test_train.py`` checks that a run logs nothing outside this list.
 """
 
@@ -12,11 +13,12 @@ import re
 
 LOGGED = ("val/loss", "val/ppl", "val/acc", "val/bleu", "train/loss", "train/tokens_per_s", "lr-Adam")
 EVALUATED = re.compile(r"^(test/bleu|val/(loss|ppl)@\d+x)$")
+AUXILIARY = re.compile(r"^(train|val)/aux/[A-Za-z0-9_]+$")  # a component's auxiliary loss (ablate.components.auxiliary)
 
 
 def known(name: str) -> bool:
-    """Whether some run logs ``name`` (in training, or ablate evaluate)."""
-    return name in LOGGED or bool(EVALUATED.match(name))
+    """Whether some run logs ``name`` (in training, or ablate evaluate; a component's auxiliary loss)."""
+    return name in LOGGED or bool(EVALUATED.match(name) or AUXILIARY.match(name))
 
 
 def allowed(name: str) -> str:

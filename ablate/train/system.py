@@ -10,6 +10,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from torchmetrics.aggregation import MeanMetric
 
 from ablate import registry
+from ablate.components.auxiliary import by_name, collect_aux_losses, weighted_total
 from ablate.model import build_model, count_parameters
 from ablate.train.optimizer import adam
 
@@ -24,6 +25,9 @@ class TransformerSystem(pl.LightningModule):
     Every one of them counts only the positions the decoder mask lets be scored
     (:meth:`ablate.components.masks.Mask.scored`): a position that can read its own label is
     never scored on it (a prefix-LM's prefix), unless the mask is a declared leak.
+
+    A component's auxiliary losses (:mod:`ablate.components.auxiliary`) join the training objective with their
+    weights and are logged apart (``train/aux/<name>``, ``val/aux/<name>``), never in ``val/loss``.
     """
 
     def __init__(self, config: dict):
@@ -54,21 +58,27 @@ class TransformerSystem(pl.LightningModule):
         return model(**{k: v for k, v in batch.items() if k != "labels"})
 
     def _token_losses(self, batch: dict[str, torch.Tensor], smoothing: float) -> tuple[torch.Tensor, ...]:
-        """The mean loss over scored real tokens, the logits (B, T, V) and the scored labels (B, T)."""
-        logits = self(batch)  # (B, T, V)
+        """The mean loss over scored real tokens, the logits (B, T, V), the scored labels (B, T) and the auxiliary
+        losses the model's components added."""
+        with collect_aux_losses() as aux:
+            logits = self(batch)  # (B, T, V)
         labels = self.scored_labels(batch["labels"])  # (B, T)
         loss = F.cross_entropy(
             logits.flatten(0, 1), labels.flatten(), ignore_index=self.pad_id, label_smoothing=smoothing
         )
-        return loss, logits, labels
+        return loss, logits, labels, aux
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss, _, _ = self._token_losses(batch, self.cfg.train.label_smoothing)
+        loss, _, _, aux = self._token_losses(batch, self.cfg.train.label_smoothing)
         self.log("train/loss", loss, prog_bar=True)
-        return loss
+        for name, value in by_name(aux).items():
+            self.log(f"train/aux/{name}", value.detach())
+        return loss + weighted_total(aux)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        nll, logits, labels = self._token_losses(batch, 0.0)
+        nll, logits, labels, aux = self._token_losses(batch, 0.0)
+        for name, value in by_name(aux).items():
+            self.log(f"val/aux/{name}", value, on_step=False, on_epoch=True)
         real = labels != self.pad_id  # (B, T): real tokens at scored positions
         n = real.sum()
         correct = ((logits.argmax(-1) == labels) & real).sum()

@@ -1,0 +1,48 @@
+"""User components from outside this package: installed packages' entry points, and modules a config imports."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from importlib.metadata import entry_points
+from typing import Iterable
+
+from ablate.errors import ConfigError
+from ablate.registry.signature import RegistrationError
+
+ENTRY_POINT_GROUP = "ablate.components"
+_entry_points_loaded = False
+
+
+def load_plugins() -> None:
+    """Import the components of installed packages (the ``ablate.components`` entry points), once."""
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        ep.load()
+
+
+def import_modules(modules: Iterable[str]) -> None:
+    """Import user modules that register components (the ``imports`` key).
+
+    The current directory is on the path, so ``imports: [my_components]`` finds ``./my_components.py``.
+
+    Raises:
+        ConfigError: a module cannot be imported, or it registers a component that is refused.
+    """
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError("imports", module, f"an importable module ({exc})") from exc
+        except RegistrationError as exc:
+            raise ConfigError("imports", module, f"a module whose components can be registered ({exc})") from exc
+        except Exception as exc:  # its own code raised (a syntax error, a bug): one line, where and what
+            where = f"line {exc.lineno}: " if isinstance(exc, SyntaxError) and exc.lineno else ""
+            raise ConfigError("imports", module, f"a module that imports cleanly ({where}{type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())})") from exc
