@@ -59,6 +59,13 @@ def work(tmp_path, monkeypatch) -> Path:
         "syntax_mod.py": "def broken(:\n",
         "imports_raising.yaml": "defaults: [configs/default.yaml]\nimports: [raises_mod]\n",
         "a_file": "not a folder\n",
+        "overflow.yaml": "method: random\nrun_cap: 2\nparameters:\n  train.label_smoothing: {distribution: log_uniform, "
+                         "min: -1, max: 800}\n",
+        "lognormal.yaml": "method: random\nrun_cap: 2\nparameters:\n  train.lr: {distribution: log_normal, mu: 900, "
+                          "sigma: 1}\n",
+        "oneladder.yaml": "rows: [{name: base}]\nladder: [{name: S, model.d_model: 16}]\n",
+        "imports_sweep.yaml": "base:\n  config: configs/default.yaml\n  overrides: ['imports=[raises_mod]']\n"
+                              "rows: [{name: base}]\n",
     }.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "binary.yaml").write_bytes(bytes(range(256)) * 4)
@@ -74,6 +81,8 @@ def work(tmp_path, monkeypatch) -> Path:
         (tmp_path / name / "runs" / "r" / "result.json").write_text("[1, 2]")
     (tmp_path / "badckpt" / "checkpoints").mkdir(parents=True)
     (tmp_path / "badckpt" / "checkpoints" / "last.ckpt").write_bytes(b"PK\x03\x04 cut short")
+    (tmp_path / "emptyckpt" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "emptyckpt" / "checkpoints" / "last.ckpt").write_bytes(b"")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("WANDB_MODE", "offline")
@@ -103,6 +112,8 @@ MISTAKES = [
     (["train", "train.schedule=constant", "train.lr=inf"], "train.lr=inf is not allowed"),
     (["train", "train.schedule=constant", "train.lr=0"], "train.lr=0.0 is not allowed"),
     (["train", "seed=-1"], "seed=-1 is not allowed"),
+    (["describe", "configs/default.yaml", "seed=-1"], "seed=-1 is not allowed"),
+    (["train", "train.schedule=constant", "train.lr=-1"], "train.lr=-1.0 is not allowed"),
     (["train", "seed=4294967296"], "seed=4294967296 is not allowed"),
     (["train", "model.positional=learned", "model.positional_args.max_len=4", "output_dir=run"],
      "LearnedPositional encodes at most 4 positions"),
@@ -166,6 +177,10 @@ MISTAKES = [
     (["train", "output_dir=a_file"], "output_dir='a_file' is not allowed; expected a folder (this is a file)"),
     (["train", "output_dir=a_file/run"], "output_dir='a_file/run' is not allowed"),
     (["train", "output_dir=badckpt", *TINY], "badckpt/checkpoints/last.ckpt' is not allowed; expected a checkpoint to"),
+    (["train", "output_dir=emptyckpt", *TINY], "emptyckpt/checkpoints/last.ckpt' is not allowed; expected a checkpoint"),
+    (["sweep", "overflow.yaml", "--dry-run"], "train.label_smoothing.max=800 is not allowed; expected an exponent"),
+    (["sweep", "lognormal.yaml", "--dry-run"], "train.lr.mu=900 is not allowed; expected an exponent"),
+    (["sweep", "oneladder.yaml"], "ladder=['S'] is not allowed; expected at least two steps"),
     (["describe", "configs/default.yaml", "--import", "raises_mod"], "a module that imports cleanly (RuntimeError"),
     (["describe", "configs/default.yaml", "--import", "syntax_mod"], "a module that imports cleanly (line 1: Syn"),
     (["report", "garbage"], "garbage/plan.json' is not allowed; expected a JSON file as ablate writes it"),
@@ -203,15 +218,22 @@ RUN_MISTAKES = [  # on a run directory: {run} translation, {lm} language model, 
 ]
 
 
+def _files(work: Path) -> list[str]:
+    """Every file and folder under ``work`` (its symlinks not followed): what a refused command must leave as it was."""
+    return sorted(str(p.relative_to(work)) for p in work.rglob("*") if not any(q.is_symlink() for q in
+                                                                             (p, *p.parents) if q != work and
+                                                                             work in q.parents))
+
+
 def _check(argv: list[str], message: str, capsys, work: Path) -> None:
-    before = sorted(p.name for p in work.iterdir())
+    before = _files(work)
     code = main(argv)
     err = capsys.readouterr().err
     assert code == 2, err
     assert err.startswith("ablate: error: ") and err.count("\n") == 1, err
     assert message in err, err
     assert "Traceback" not in err
-    assert sorted(p.name for p in work.iterdir()) == before  # nothing written
+    assert _files(work) == before  # nothing written, at any depth
 
 
 @pytest.mark.parametrize("argv,message", MISTAKES, ids=[" ".join(a) for a, _ in MISTAKES])
@@ -237,6 +259,14 @@ def test_a_configs_imports_are_named_before_they_run(work, capsys):
     assert note == ("ablate: note: importing raises_mod (named by imports_raising.yaml's imports: a config's imports "
                     "run code)")
     assert error.startswith("ablate: error: imports_raising.yaml: imports='raises_mod'") and "boom at import" in error
+
+
+def test_a_sweeps_imports_are_named_before_its_dry_run_runs_them(work, capsys, monkeypatch):
+    monkeypatch.setattr("ablate.config.load._announced", set())  # each module is announced once per process
+    assert main(["sweep", "imports_sweep.yaml", "--dry-run"]) == 2
+    note, error = capsys.readouterr().err.splitlines()
+    assert note.startswith("ablate: note: importing raises_mod") and "a config's imports run code" in note
+    assert error.startswith("ablate: error: ") and "boom at import" in error
 
 
 def test_a_bogus_wandb_mode_is_refused_before_anything_is_written(work, capsys, monkeypatch):

@@ -24,6 +24,7 @@ from ablate.errors import ConfigError
 from ablate.evaluate.load import load_run_model, run_task
 from ablate.model.inspect import too_long
 from ablate.runs.files import read_result, write_json
+from ablate.runs.metrics import perplexity
 from ablate.runs.wandb import record_scores
 
 FACTORS = (1, 2, 4)
@@ -94,7 +95,7 @@ def evaluate_lengths(run_dir: str | Path, *, factors: Sequence[int] = FACTORS, c
             unsupported[f"{f}x"] = reason
             continue
         loss = score(model, stream, f * T)
-        entries[key(f)], entries[key(f, "ppl")] = loss, math.exp(loss)
+        entries[key(f)], entries[key(f, "ppl")] = loss, perplexity(loss)
     entries["lengths"] = {"factors": list(factors), "block": T, "tokens": usable, "unsupported": unsupported,
                           "checkpoints": [p.name for p in paths], "seconds": time.perf_counter() - start}
     write_json(run_dir / "result.json", {**(read_result(run_dir) or {}), **entries})

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ablate.errors import ConfigError
+
 EXIT_LOCKED = 3  # `ablate train` exit code when another process is training the same run
 
 
@@ -21,17 +23,24 @@ class RunLocked(RuntimeError):
 
 @contextmanager
 def run_lock(run_dir: Path) -> Iterator[None]:
-    """Hold ``<run_dir>/.lock`` for the duration of the block.
+    """Hold ``<run_dir>/.lock`` for the duration of the block; a block refused with a ConfigError leaves no lock
+    file it created.
 
     Raises:
         RunLocked: another process holds it.
     """
-    fd = os.open(Path(run_dir) / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    path = Path(run_dir) / ".lock"
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise RunLocked(f"{run_dir} is being trained by another process") from None
         yield
+    except ConfigError:  # refused before anything ran: leave the folder as it was
+        if created:
+            path.unlink(missing_ok=True)
+        raise
     finally:
         os.close(fd)

@@ -9,6 +9,7 @@ a model whose components add auxiliary losses logs ``train/aux/<name>`` and ``va
 from __future__ import annotations
 
 import difflib
+import math
 import re
 
 LOGGED = ("val/loss", "val/ppl", "val/acc", "val/bleu", "train/loss", "train/tokens_per_s", "lr-Adam")
@@ -26,3 +27,9 @@ def allowed(name: str) -> str:
     close = difflib.get_close_matches(name, [*LOGGED, "test/bleu", "val/loss@2x"], n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return f"a metric runs log: {', '.join(LOGGED)}; test/bleu or val/loss@Nx after ablate evaluate{hint}"
+
+
+def perplexity(loss: float) -> float:
+    """exp(loss): the perplexity of a loss in nats, infinite past the largest float (a diverged loss above ~709 nats
+    is a result, not an error)."""
+    return math.exp(loss) if loss < 709.0 else math.inf

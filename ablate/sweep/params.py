@@ -39,6 +39,7 @@ DEFAULTS = {"normal": {"mu": 0.0, "sigma": 1.0}, "log_normal": {"mu": 0.0, "sigm
             "q_log_uniform": {"q": 1.0}, "q_log_uniform_values": {"q": 1.0}}
 DEPRECATED = {"log_uniform": "log_uniform_values", "q_log_uniform": "q_log_uniform_values",
               "inv_log_uniform": "inv_log_uniform_values"}  # W&B warns: their min and max are exponents
+MAX_EXPONENT = 700  # e^x overflows a float past about 709.78
 KEYS = {"value", "values", "probabilities", "distribution", "min", "max", "q", "mu", "sigma", "a", "b"}
 
 
@@ -113,8 +114,17 @@ class Param:
                 raise ConfigError(where, {"min": lo, "max": hi}, "numbers min < max", source)
             if d in ("log_uniform_values", "inv_log_uniform_values", "q_log_uniform_values") and lo <= 0:
                 raise ConfigError(f"{where}.min", lo, f"a positive number for {d}", source)
+            if d in ("log_uniform", "q_log_uniform") and hi > MAX_EXPONENT:
+                raise ConfigError(f"{where}.max", hi, f"an exponent of at most {MAX_EXPONENT} ({d} draws e^x, and e^"
+                                  f"{hi:g} is beyond a float)", source)
+            if d == "inv_log_uniform" and lo < -MAX_EXPONENT:
+                raise ConfigError(f"{where}.min", lo, f"an exponent of at least -{MAX_EXPONENT} ({d} draws e^-x)",
+                                  source)
             if d == "int_uniform" and not (_whole(lo) and _whole(hi)):
                 raise ConfigError(where, {"min": lo, "max": hi}, "whole numbers for int_uniform", source)
+        if d in ("log_normal", "q_log_normal") and _number(s.get("mu")) and s["mu"] > MAX_EXPONENT:
+            raise ConfigError(f"{where}.mu", s["mu"], f"an exponent of at most {MAX_EXPONENT} ({d} draws e^N(mu, "
+                              "sigma))", source)
         for name in ("q", "sigma", "a", "b"):
             if name in s and not (_number(s[name]) and s[name] > 0):
                 raise ConfigError(f"{where}.{name}", s[name], "a positive number", source)

@@ -22,6 +22,7 @@ from ablate.config.schema import Logger as LoggerKind
 from ablate.data import build_task
 from ablate.runs.files import config_hash, read_result, write_atomic, write_json
 from ablate.runs.lock import run_lock
+from ablate.runs.metrics import perplexity
 from ablate.runtime import allocator_in_use
 from ablate.train.callbacks import FiniteLoss, Progress, StopRequest, TokenThroughput, WallClock
 from ablate.train.checkpoints import AtomicCheckpointIO, step_checkpoint_callback
@@ -105,11 +106,6 @@ def _device(trainer: pl.Trainer) -> str:
     """Where the run trains: ``cpu``, or ``cuda:<i> (<name>)`` (the index within its CUDA_VISIBLE_DEVICES)."""
     device = trainer.strategy.root_device
     return f"{device} ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else str(device)
-
-
-def _exp(x: float) -> float:
-    """exp(x), infinite past the largest float (a diverged loss above ~709 nats is a result, not an error)."""
-    return math.exp(x) if x < 709.0 else math.inf
 
 
 def _metrics(trainer: pl.Trainer) -> dict[str, float]:
@@ -201,7 +197,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         result.update(
             step=trainer.global_step,
             final=_metrics(trainer),
-            best={"val/loss": best, "val/ppl": _exp(best)} if math.isfinite(best) else {},
+            best={"val/loss": best, "val/ppl": perplexity(best)} if math.isfinite(best) else {},
             tokens_per_s=throughput.tokens_per_s,
             train_tokens=throughput.total_tokens,
             wall_time_s=clock.seconds,  # every attempt's (from the checkpoint it resumed), not the last one's alone

@@ -95,9 +95,9 @@ def _strict(token: str) -> None:
 
 def test_a_huge_diverged_loss_is_recorded_not_lost(in_tmp, monkeypatch):
     """A best val loss past exp's range (~709 nats) used to raise OverflowError and leave result.json 'running'."""
-    from ablate.train import run as run_module
+    from ablate.runs.metrics import perplexity
 
-    assert run_module._exp(800.0) == math.inf and run_module._exp(1.0) == pytest.approx(math.e)
+    assert perplexity(800.0) == math.inf and perplexity(1.0) == pytest.approx(math.e)
     from ablate.runs.files import read_result, write_json
 
     write_json(Path("r.json"), {"best": {"val/loss": 800.0, "val/ppl": math.inf}, "final": {"val/loss": math.nan}})
@@ -107,6 +107,45 @@ def test_a_huge_diverged_loss_is_recorded_not_lost(in_tmp, monkeypatch):
     Path("r.json").rename(Path("run") / "result.json")
     back = read_result(Path("run"))
     assert back["best"]["val/ppl"] == math.inf and math.isnan(back["final"]["val/loss"])
+
+
+LOUD = '''\
+from ablate import register
+from ablate.components.embedding import Embeddings, TiedGenerator, TokenEmbedding
+
+
+class Loud(TiedGenerator):
+    def forward(self, x):
+        return super().forward(x) * 1e4
+
+
+@register("embedding", "test_loud")
+def loud(*, vocab_size: int, d_model: int) -> Embeddings:
+    """Tied embeddings whose logits are 10^4 times too loud (a test of losses past exp's range)."""
+    table = TokenEmbedding(vocab_size, d_model, scale=True)
+    return Embeddings(table, table, Loud(table))
+'''
+
+
+def test_a_run_whose_loss_is_past_exp_s_range_ends_with_its_result_recorded(in_tmp, monkeypatch):
+    """Through the training loop: a val loss of thousands of nats is a (terrible) result, its PPL infinite, written
+    as strict JSON, the run finished."""
+    from ablate import registry
+    from ablate.runs.files import read_result
+
+    Path("loud_logits.py").write_text(LOUD)
+    monkeypatch.syspath_prepend(str(in_tmp))
+    try:
+        cfg = ablate.load_config(None, TINY + FAST + ["output_dir=run", "model.embedding=test_loud"],
+                                 imports=["loud_logits"])
+        train(cfg)
+    finally:
+        registry._REGISTRY["embedding"].pop("test_loud", None)
+    result = read_result(Path("run"))
+    assert result["status"] == "finished" and result["final"]["val/loss"] > 709
+    assert result["final"]["val/ppl"] == math.inf == result["best"]["val/ppl"]
+    text = (Path("run") / "result.json").read_text()
+    assert json.loads(text, parse_constant=_strict)["best"]["val/ppl"] == "Infinity"
 
 
 def test_a_nan_loss_fails_the_run_and_records_why(in_tmp):
