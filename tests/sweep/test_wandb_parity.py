@@ -313,15 +313,20 @@ def test_an_open_ended_sweep_dry_runs_its_first_points(tmp_path):
 
 
 @pytest.mark.slow
-def test_an_open_ended_sweep_stopped_by_ctrl_c_keeps_its_runs_and_resumes(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_open_ended_sweep_stopped_by_ctrl_c_keeps_its_runs_and_resumes(tmp_path, stop):
     path = _open_ended(tmp_path, steps=30)
     sweep_dir = tmp_path / "sweeps" / "open"
     proc = _cli("sweep", str(path), "--workers", "2", cwd=tmp_path, background=True)
     deadline = time.time() + 300
     while time.time() < deadline and (not (sweep_dir / "plan.json").is_file() or
-                                      _statuses(sweep_dir).count("finished") < 3):
-        time.sleep(0.3)
-    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the sweep and its runs
+                                      _statuses(sweep_dir).count("finished") < 3 or
+                                      "running" not in _statuses(sweep_dir)):  # stop it with a run in flight
+        time.sleep(0.1)
+    if stop == signal.SIGINT:
+        os.killpg(proc.pid, stop)  # Ctrl-C: the terminal signals the sweep and its runs
+    else:
+        os.kill(proc.pid, stop)  # a scheduler's SIGTERM: the sweep alone, which stops its runs
     proc.communicate(timeout=120)
     assert proc.returncode != 0
     plan = _plan(sweep_dir)["runs"]
@@ -477,3 +482,30 @@ def test_sweep_files_in_the_styles_people_write_dry_run_unchanged(tmp_path, name
     plan = json.loads(out.stdout)
     assert plan["runs"] and len({r["id"] for r in plan["runs"]}) == len(plan["runs"])
     assert plan["open_ended"] == ("run_cap" not in STYLES[name] and "grid" not in STYLES[name])
+
+
+def test_a_bayes_point_scores_the_mean_of_its_seeds(tmp_path):
+    """ablate's own reading (README): a point runs once per listed seed, and the search learns their mean."""
+    from ablate.sweep.queue import BayesQueue
+
+    sweep = _sweep(tmp_path, f"""
+        {BASE}
+        method: bayes
+        run_cap: 4
+        parameters:
+          model.dropout: {{min: 0.0, max: 0.3}}
+          seed: {{values: [0, 1]}}
+    """)
+    runs = [_run(tmp_path, "s0", "finished", [3.0, 2.0], final=2.0), _run(tmp_path, "s1", "finished", [4.0], final=3.0)]
+    queue = BayesQueue.__new__(BayesQueue)
+    queue.sweep, queue.sweep_dir, queue.runs = sweep, tmp_path, runs
+    assert queue._score(runs) == 2.5
+
+
+def test_an_open_ended_sweep_ends_when_a_run_reaches_the_metric_target(tmp_path):
+    path = _open_ended(tmp_path)
+    path.write_text(path.read_text() + "metric: {name: val/loss, goal: minimize, target: 100.0}\n")
+    done = _cli("sweep", str(path), "--workers", "2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    statuses = _statuses(tmp_path / "sweeps" / "open")
+    assert 1 <= statuses.count("finished") <= 3 and set(statuses) == {"finished"}  # the first runs reach it

@@ -214,3 +214,38 @@ def test_hyperband_min_iter_bands_grow_by_eta():
         Hyperband.parse({"type": "hyperband"}, "s")
     with pytest.raises(ConfigError, match=r"early_terminate.eta=1"):
         Hyperband.parse({"type": "hyperband", "min_iter": 1, "eta": 1}, "s")
+
+
+def test_every_key_ablate_does_not_honour_is_named_and_the_controller_is_read(tmp_path):
+    sweep = _sweep(tmp_path, f"""
+        {BASE}
+        method: grid
+        controller: {{type: cloud}}
+        job: my-job
+        image_uri: docker.io/me/img
+        scheduler: {{num_workers: 2}}
+        parameters:
+          model.dropout: {{values: [0.0, 0.1]}}
+    """)
+    assert sweep.ignored == ["job", "image_uri", "scheduler"] and len(plan_sweep(sweep, tmp_path / "out")) == 2
+    assert "job, image_uri, scheduler not used" in sweep.notes()[0]
+    with pytest.raises(ConfigError, match="controller=.*expected {type: local} or {type: cloud}"):
+        _sweep(tmp_path, f"{BASE}\ncontroller: {{type: remote}}\n")
+
+
+@pytest.mark.parametrize("distribution,instead", [("log_uniform", "log_uniform_values"),
+                                                  ("q_log_uniform", "q_log_uniform_values"),
+                                                  ("inv_log_uniform", "inv_log_uniform_values")])
+def test_w_and_b_s_deprecated_forms_warn_as_w_and_b_does(tmp_path, distribution, instead):
+    sweep = _sweep(tmp_path, f"""
+        {BASE}
+        method: random
+        run_cap: 3
+        parameters:
+          train.label_smoothing: {{distribution: {distribution}, min: -4, max: -1}}
+    """)
+    (note,) = sweep.notes()
+    assert f"{distribution} is deprecated in W&B" in note and instead in note
+    values = [r.varied["train.label_smoothing"] for r in plan_sweep(sweep, tmp_path / "out")]
+    lo, hi = (math.exp(-4), math.exp(-1)) if distribution != "inv_log_uniform" else (math.exp(1), math.exp(4))
+    assert all(lo <= v <= hi * (1 + 1e-9) for v in values)  # e^U(min, max), or e^-U for the inverse
