@@ -78,6 +78,8 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
     comps = sub.add_parser("components", help="list registered components")
     comps.add_argument("kind", nargs="?", help="only this kind")
     comps.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE")
+    comps.add_argument("--markdown", action="store_true",
+                       help="one Markdown table row per variant: key, name [parameters], paper or variant, description")
     subparsers = dict(sub.choices)
     for name, p in subparsers.items():
         p.set_defaults(func=commands[name])

@@ -100,9 +100,19 @@ def cmd_components(args: argparse.Namespace) -> int:
     registry.import_modules(args.imports)
     kinds = registry.kinds()
     selected = [registry.kind(args.kind).name] if args.kind is not None else list(kinds)
+    if args.markdown:  # the README's table of what is faithful and what is a variant
+        print("| key | name [parameters] | | what it is |\n|---|---|---|---|")
+        for kind in selected:
+            default = kinds[kind].default
+            for e in sorted(registry.entries(kind), key=lambda e: e.name != default):
+                params = f" [{', '.join(p.name for p in e.params)}]" if e.params else ""
+                role = "paper" if e.name == default else "variant"
+                print(f"| `{kinds[kind].key}` | `{e.name}`{params} | {role} | {e.description.replace('|', chr(92) + '|')} |")
+        return 0
+    width = max((len(name) for kind in selected for name in registry.names(kind)), default=0)
     for kind in selected:
         print(f"{kind}: {kinds[kind].description}  [{kinds[kind].key}, default {kinds[kind].default}]")
         for e in registry.entries(kind):
             params = ", ".join(p.describe() for p in e.params)
-            print(f"  {e.name:<16} {e.description}" + (f"  [{params}]" if params else ""))
+            print(f"  {e.name:<{width}} {e.description}" + (f"  [{params}]" if params else ""))
     return 0

@@ -112,3 +112,22 @@ def factorized(*, vocab_size: int, d_model: int, d_embed: int = 128, scale: bool
         raise ConfigError("model.embedding_args.d_embed", d_embed, "a positive integer")
     table = FactorizedEmbedding(TokenEmbedding(vocab_size, d_embed, scale=scale), nn.Linear(d_embed, d_model, bias=False))
     return Embeddings(table, table, FactorizedGenerator(table))
+
+
+@register("embedding", "factorized_untied")
+def factorized_untied(*, vocab_size: int, d_model: int, d_embed: int = 128, scale: bool = True) -> Embeddings:
+    """ALBERT's table and projection, each its own for the source, target and softmax (Lan et al. 2020, untied).
+
+    Args:
+        d_embed: the tables' width; each projection is d_embed x d_model.
+        scale: multiply the table's rows by sqrt(d_embed), as ``factorized`` does.
+    """
+    if not 0 < d_embed:
+        raise ConfigError("model.embedding_args.d_embed", d_embed, "a positive integer")
+
+    def factorized_table() -> FactorizedEmbedding:
+        return FactorizedEmbedding(TokenEmbedding(vocab_size, d_embed, scale=scale),
+                                   nn.Linear(d_embed, d_model, bias=False))
+
+    # The generator's own table and projection, used only for logits = (x P^T) E^T.
+    return Embeddings(factorized_table(), factorized_table(), FactorizedGenerator(factorized_table()))

@@ -1,4 +1,5 @@
-"""Position-wise feed-forward networks (section 3.3) and their gated successors (Shazeer 2020)."""
+"""Position-wise feed-forward networks (section 3.3), their gated successors (Shazeer 2020), and the activations
+Narang et al. (2021) compared in both."""
 
 from __future__ import annotations
 
@@ -72,3 +73,44 @@ def geglu(*, d_model: int, d_ff: int, bias: bool = False) -> GatedFeedForward:
 def reglu(*, d_model: int, d_ff: int, bias: bool = False) -> GatedFeedForward:
     """GLU with a ReLU gate: (max(0, x W) * x V) W2 (Shazeer 2020)."""
     return GatedFeedForward(d_model=d_model, d_ff=d_ff, activation=F.relu, bias=bias)
+
+
+# Narang et al. (2021) compared these in place of ReLU and GLU's gate. One table each, so that every variant is one
+# line with its paper; the factories the loop below registers differ only in the activation.
+ACTIVATIONS: dict[str, tuple[type[nn.Module], str]] = {
+    "swish": (nn.SiLU, "FFN with Swish/SiLU, x sigmoid(x), in place of ReLU (Ramachandran et al. 2017)."),
+    "elu": (nn.ELU, "FFN with ELU, x if x > 0 else e^x - 1, in place of ReLU (Clevert et al. 2016)."),
+    "selu": (nn.SELU, "FFN with SELU, a scaled ELU, in place of ReLU (Klambauer et al. 2017)."),
+    "sigmoid": (nn.Sigmoid, "FFN with the logistic sigmoid in place of ReLU (a control Narang et al. 2021 compared)."),
+    "softplus": (nn.Softplus, "FFN with softplus, log(1 + e^x), in place of ReLU (Dugas et al. 2001)."),
+}
+
+GATES: dict[str, tuple[type[nn.Module], str]] = {
+    "glu": (nn.Sigmoid, "GLU with a sigmoid gate: (sigmoid(x W) * x V) W2 (Dauphin et al. 2017; Shazeer 2020)."),
+    "bilinear": (nn.Identity, "Bilinear GLU, no activation: (x W * x V) W2 (Shazeer 2020; LiGLU in Narang et al. 2021)."),
+}
+
+
+def _plain(name: str, activation: type[nn.Module], description: str) -> None:
+    def factory(*, d_model: int, d_ff: int, bias: bool = True) -> FeedForward:
+        return FeedForward(d_model=d_model, d_ff=d_ff, activation=activation(), bias=bias)
+
+    factory.__name__ = factory.__qualname__ = f"{name}_ffn"
+    factory.__doc__ = description
+    register("ffn", name, description=description)(factory)
+
+
+def _gated(name: str, activation: type[nn.Module], description: str) -> None:
+    def factory(*, d_model: int, d_ff: int, bias: bool = False) -> GatedFeedForward:
+        return GatedFeedForward(d_model=d_model, d_ff=d_ff, activation=activation(), bias=bias)
+
+    factory.__name__ = factory.__qualname__ = name
+    factory.__doc__ = description
+    register("ffn", name, description=description)(factory)
+
+
+for _name, (_activation, _description) in ACTIVATIONS.items():
+    _plain(_name, _activation, _description)
+for _name, (_activation, _description) in GATES.items():
+    _gated(_name, _activation, _description)
+del _name, _activation, _description

@@ -147,3 +147,27 @@ class PrefixLMMask(Mask):
         and the last position, whose label lies after the sequence."""
         t = torch.arange(length, device=device)
         return (t >= self.prefix_len - 1) | (t == length - 1)
+
+
+@register("mask", "local_global")
+class LocalGlobalMask(Mask):
+    """Sliding-window (local) layers interleaved with causal (global) ones, `local_per_global` local layers to each global (Beltagy et al. 2020; Gemma Team 2024)."""
+
+    looks_ahead = False
+
+    def __init__(self, *, window: int = 64, local_per_global: int = 1):
+        if window <= 0:
+            raise ConfigError("model.mask_args.window", window, "a positive integer")
+        if local_per_global < 1:
+            raise ConfigError("model.mask_args.local_per_global", local_per_global,
+                              "a positive integer: local layers to each global one")
+        self.window, self.local_per_global = window, local_per_global
+        self._local, self._global = SlidingWindowMask(window=window), CausalMask()
+
+    def __call__(self, t_q: int, t_k: int, device: torch.device) -> torch.Tensor | None:
+        """What a position may reach through some layer: the global layers' causal mask."""
+        return self._global(t_q, t_k, device)
+
+    def layers(self, n: int) -> list[Mask]:
+        """Layer i is global when i + 1 is a multiple of local_per_global + 1 (local, ..., local, global)."""
+        return [self._global if (i + 1) % (self.local_per_global + 1) == 0 else self._local for i in range(n)]

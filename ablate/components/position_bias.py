@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from ablate.components.positional import Positional
+from ablate.components.positional import PerLayerPositional, Positional
 from ablate.errors import ConfigError
 from ablate.registry import register
 
@@ -67,17 +67,21 @@ def t5_bucket(relative: torch.Tensor, *, bidirectional: bool, num_buckets: int =
     return offset + torch.where(distance < exact, distance, wide.clamp(max=side - 1))
 
 
+def _check_buckets(num_buckets: int, max_distance: int) -> None:
+    if num_buckets < 4 or num_buckets % 2:
+        raise ConfigError("model.positional_args.num_buckets", num_buckets, "an even integer of at least 4")
+    if max_distance <= num_buckets // 2:
+        raise ConfigError("model.positional_args.max_distance", max_distance,
+                          f"an integer above num_buckets / 2 = {num_buckets // 2}")
+
+
 @register("positional", "t5_bias")
 class T5RelativeBias(Positional):
     """A learned scalar per head for each bucket of relative position, shared by a stack's layers (Raffel et al. 2020)."""
 
     def __init__(self, *, n_heads: int, d_model: int, stack: str, num_buckets: int = 32, max_distance: int = 128):
         super().__init__()
-        if num_buckets < 4 or num_buckets % 2:
-            raise ConfigError("model.positional_args.num_buckets", num_buckets, "an even integer of at least 4")
-        if max_distance <= num_buckets // 2:
-            raise ConfigError("model.positional_args.max_distance", max_distance,
-                              f"an integer above num_buckets / 2 = {num_buckets // 2}")
+        _check_buckets(num_buckets, max_distance)
         self.bidirectional = stack == "encoder"  # the decoder buckets only keys at or before the query
         self.num_buckets, self.max_distance = num_buckets, max_distance
         self.bias = nn.Embedding(num_buckets, n_heads)  # (buckets, h)
@@ -90,3 +94,17 @@ class T5RelativeBias(Positional):
 
     def extra_repr(self) -> str:
         return f"bidirectional={self.bidirectional}, num_buckets={self.num_buckets}, max_distance={self.max_distance}"
+
+
+@register("positional", "t5_bias_layer")
+class T5BiasPerLayer(PerLayerPositional):
+    """T5's bucketed relative bias with a table of its own in every layer, not shared by the stack (as Narang et al. 2021 compared; Raffel et al. 2020 share one)."""
+
+    def __init__(self, *, n_heads: int, d_model: int, stack: str, num_buckets: int = 32, max_distance: int = 128):
+        super().__init__()
+        _check_buckets(num_buckets, max_distance)
+        self.args = dict(n_heads=n_heads, d_model=d_model, stack=stack, num_buckets=num_buckets,
+                         max_distance=max_distance)
+
+    def make(self) -> T5RelativeBias:
+        return T5RelativeBias(**self.args)

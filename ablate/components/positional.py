@@ -50,6 +50,17 @@ class Positional(nn.Module):
         return self
 
 
+class PerLayerPositional(Positional):
+    """A stack's positional component whose layers each get a module of their own (:meth:`for_layer`): it holds the
+    arguments, adds nothing itself, and ``make()`` builds a fresh module for each layer."""
+
+    def make(self) -> Positional:
+        raise NotImplementedError
+
+    def for_layer(self, layer: int) -> Positional:
+        return self.make()
+
+
 KIND = declare_kind("positional", key="model.positional", interface=Positional, default="sinusoidal",
                     description="position information: added to the input, applied to queries and keys, or a score bias")
 
@@ -132,3 +143,23 @@ class RotaryPositional(Positional):
 
     def extra_repr(self) -> str:
         return f"base={self.base}"
+
+
+@register("positional", "partial_rope")
+class PartialRotary(RotaryPositional):
+    """RoPE on the first `fraction` of each head's d_k, the rest left unrotated (Black et al. 2022, GPT-NeoX-20B; Wang & Komatsuzaki 2021, GPT-J)."""
+
+    def __init__(self, *, d_k: int, base: float = 10000.0, fraction: float = 0.25):
+        rotary = 2 * int(fraction * d_k / 2)  # an even number of dimensions, rotated in pairs (i, i + rotary/2)
+        if not 0 < fraction <= 1 or rotary < 2:
+            raise ConfigError("model.positional_args.fraction", fraction,
+                              f"a fraction in (0, 1] of model.d_k={d_k} that leaves at least 2 dimensions to rotate")
+        super().__init__(d_k=rotary, base=base)
+        self.rotary = rotary
+
+    def rotate(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        rotated = super().rotate(x[..., : self.rotary], offset)  # (B, h, T, rotary)
+        return torch.cat((rotated, x[..., self.rotary:]), dim=-1)  # (B, h, T, d_k)
+
+    def extra_repr(self) -> str:
+        return f"rotary={self.rotary}, base={self.base}"

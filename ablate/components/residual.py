@@ -13,6 +13,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from ablate.errors import ConfigError
 from ablate.registry import declare_kind, register
 
 Sublayer = Callable[[torch.Tensor], torch.Tensor]
@@ -133,3 +134,82 @@ class DeepNorm(Residual):
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha:.4g}, beta={self.beta:.4g}"
+
+
+@register("norm_position", "rezero_norm")
+class ReZeroNorm(Residual):
+    """x + alpha * Dropout(Sublayer(Norm(x))), alpha learned from 0, and a final norm: ReZero with model.norm (layernorm, rmsnorm) (Narang et al. 2021)."""
+
+    final_norm = True
+
+    def __init__(self, *, norm: nn.Module, dropout: float):
+        super().__init__(dropout=dropout)
+        self.norm = norm
+        self.alpha = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x: torch.Tensor, sublayer: Sublayer) -> torch.Tensor:
+        return x + self.alpha * self.dropout(sublayer(self.norm(x)))
+
+
+@register("norm_position", "layerscale")
+class LayerScale(Residual):
+    """x + diag(lambda) Dropout(Sublayer(Norm(x))), a learned scale per channel from `init`, and a final norm (Touvron et al. 2021, CaiT)."""
+
+    final_norm = True
+
+    def __init__(self, *, norm: nn.Module, dropout: float, d_model: int, init: float = 0.1):
+        super().__init__(dropout=dropout)
+        if not init > 0:
+            raise ConfigError("model.norm_position_args.init", init, "a positive number (CaiT: 0.1 up to 18 layers, "
+                              "1e-5 at 24, 1e-6 deeper)")
+        self.norm = norm
+        self.gamma = nn.Parameter(torch.full((d_model,), float(init)))  # (d_model,)
+
+    def forward(self, x: torch.Tensor, sublayer: Sublayer) -> torch.Tensor:
+        return x + self.gamma * self.dropout(sublayer(self.norm(x)))  # (B, T, d) + (d,) * (B, T, d)
+
+
+def residual_branches(*, n_encoder_layers: int, n_decoder_layers: int, decoder_only: bool) -> int:
+    """L, the residual branches of the whole network: 2 per encoder layer, 3 per decoder layer (2 in a decoder-only
+    model's)."""
+    if decoder_only:
+        return 2 * n_decoder_layers
+    return 2 * n_encoder_layers + 3 * n_decoder_layers
+
+
+@register("norm_position", "fixup")
+class Fixup(Residual):
+    """No norm: x + Dropout(s * Sublayer(x + b)), scalar s from 1 and b from 0; each branch's last layer zeroed, its others scaled by L^-1/2 (Zhang et al. 2019, Fixup)."""
+
+    def __init__(self, *, dropout: float, n_encoder_layers: int, n_decoder_layers: int, decoder_only: bool):
+        super().__init__(dropout=dropout)
+        self.bias = nn.Parameter(torch.zeros(()))
+        self.scale = nn.Parameter(torch.ones(()))
+        L = residual_branches(n_encoder_layers=n_encoder_layers, n_decoder_layers=n_decoder_layers,
+                              decoder_only=decoder_only)
+        self.gain = L ** -0.5  # L^(-1/(2m-2)) with m = 2 layers in each branch
+
+    def forward(self, x: torch.Tensor, sublayer: Sublayer) -> torch.Tensor:
+        return x + self.dropout(self.scale * sublayer(x + self.bias))
+
+    def init_sublayer(self, sublayer: nn.Module) -> None:
+        """Fixup's rules 1 and 2 on the branch's layers: the others times L^-1/2 (through the sub-layer's
+        ``scale_values`` where it has one: an attention's value rows, queries and keys keeping their scale, as for
+        DeepNorm; a mixture's experts), then the last zeroed: the sub-layer's ``zero_output`` where it has one, else
+        the last of its linear layers in the order they were built (attention's W^O, the FFN's W2)."""
+        linears = [m for m in sublayer.modules() if isinstance(m, nn.Linear)]
+        scale_values = getattr(sublayer, "scale_values", None)
+        zero_output = getattr(sublayer, "zero_output", None)
+        with torch.no_grad():
+            if scale_values is not None:
+                scale_values(self.gain)
+            else:
+                for module in linears[:-1]:
+                    module.weight.mul_(self.gain)
+            if zero_output is not None:
+                zero_output()
+            elif linears:
+                linears[-1].weight.zero_()
+
+    def extra_repr(self) -> str:
+        return f"gain={self.gain:.4g}"

@@ -79,7 +79,7 @@ class ShareAll(LayerSharing):
 
 @register("sharing", "encoder")
 class ShareEncoder(LayerSharing):
-    """The encoder's N layers share one layer's parameters; the decoder's are distinct (ablation of Lan et al. 2020's all-shared)."""
+    """The encoder's N layers share one layer's parameters, the decoder's are distinct (Lan et al. 2020's sharing, one stack)."""
 
     def __init__(self, *, stack: str):
         self.shared = stack == "encoder"
@@ -90,7 +90,7 @@ class ShareEncoder(LayerSharing):
 
 @register("sharing", "decoder")
 class ShareDecoder(LayerSharing):
-    """The decoder's N layers share one layer's parameters; the encoder's are distinct (a decoder-only model's: all shared)."""
+    """The decoder's N layers share one layer's parameters, the encoder's are distinct (Lan et al. 2020's sharing, one stack)."""
 
     def __init__(self, *, stack: str):
         self.shared = stack == "decoder"

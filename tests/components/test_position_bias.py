@@ -82,3 +82,18 @@ def test_a_score_bias_changes_attention_only_through_the_scores(positional):
         a, _ = model.encode(ids)
         b, _ = model.encode(swapped)
     assert not torch.allclose(a[0, 2:], b[0, 2:], atol=1e-5)
+
+
+def test_t5_bias_per_layer_gives_every_layer_a_table_of_its_own():
+    import ablate
+    from tests.conftest import TINY
+
+    shared = ablate.build_model(ablate.load_config(None, TINY + ["model.positional=t5_bias"]))
+    own = ablate.build_model(ablate.load_config(None, TINY + ["model.positional=t5_bias_layer"]))
+    tables = lambda m, stack: {id(layer.self_attn.positional.bias) for layer in getattr(m, stack).layers}  # noqa: E731
+    assert len(tables(shared, "encoder")) == 1 and len(tables(own, "encoder")) == 2 == len(tables(own, "decoder"))
+    n = ablate.count_parameters
+    per_stack = 32 * 4  # buckets x heads
+    assert n(own)["total"] - n(shared)["total"] == 2 * per_stack  # 2 layers a stack instead of 1 table a stack
+    layer = own.decoder.layers[1].self_attn.positional
+    assert not layer.bidirectional and own.encoder.layers[0].self_attn.positional.bidirectional

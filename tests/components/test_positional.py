@@ -44,3 +44,24 @@ def test_rope_preserves_norm_and_depends_only_on_relative_position():
     dots = [(rope.rotate(q, offset=m + 5) * rope.rotate(k, offset=m)).sum() for m in (0, 4, 11)]
     assert torch.allclose(torch.stack(dots), dots[0].expand(3), atol=1e-5)
     assert not torch.allclose((rope.rotate(q, 5) * rope.rotate(k, 0)).sum(), (rope.rotate(q, 6) * k).sum())
+
+
+def test_partial_rope_rotates_the_first_fraction_of_d_k_by_the_formula_and_leaves_the_rest():
+    """GPT-NeoX: the first r = fraction * d_k dimensions of each head, pairs (i, i + r/2) rotated by angle
+    pos * base^(-2i/r); the other d_k - r dimensions pass through."""
+    from ablate.components.positional import PartialRotary
+    from ablate.errors import ConfigError
+
+    rope = PartialRotary(d_k=16, fraction=0.25)
+    assert rope.rotary == 4
+    x = torch.randn(2, 3, 5, 16)
+    out = rope.rotate(x, offset=2)
+    assert torch.equal(out[..., 4:], x[..., 4:])
+    for t in range(5):
+        for i in range(2):
+            angle = (t + 2) * 10000.0 ** (-2 * i / 4)
+            a, b = x[..., t, i], x[..., t, i + 2]
+            assert torch.allclose(out[..., t, i], a * math.cos(angle) - b * math.sin(angle), atol=1e-5)
+            assert torch.allclose(out[..., t, i + 2], a * math.sin(angle) + b * math.cos(angle), atol=1e-5)
+    with pytest.raises(ConfigError, match="positional_args.fraction"):
+        PartialRotary(d_k=4, fraction=0.1)
