@@ -100,3 +100,38 @@ def test_the_design_comes_from_the_plan(tmp_path):
 def test_runs_still_going_make_a_verdict_interim(tmp_path):
     report = build_report(make(tmp_path, {"base": BASE, "v": [(0, 3.0), (1, 3.1), (2, 2.9), (3, "running")]}))
     assert row(report, "v").comparison.interim and cells(report, "v")["verdict"].endswith("(interim)")
+
+
+def test_undecided_says_the_margin_the_seeds_resolved(tmp_path):
+    """'undecided (|Δ| < x)': x is the largest |Δ| the interval allows, from scipy's paired t interval at 95%."""
+    from scipy import stats
+
+    row_values = [(0, 2.05), (1, 2.02), (2, 2.08), (3, 1.99)]
+    report = build_report(make(tmp_path, {"base": BASE, "v": row_values}))
+    d = [v - b for (_, v), (_, b) in zip(row_values, BASE)]
+    ci = stats.ttest_1samp(d, 0.0).confidence_interval(0.95)
+    resolved = max(abs(ci.low), abs(ci.high))
+    assert cells(report, "v")["verdict"] == f"undecided (|Δ| < {resolved:.3g})"
+
+
+def test_seeds_for_a_margin_read_as_a_range_or_more_than_a_thousand(tmp_path):
+    noisy = [(0, 2.5), (1, 1.7), (2, 2.6), (3, 1.6)]
+    report = build_report(make(tmp_path, {"base": BASE, "v": noisy}, design=Design(margin=Margin(1e-4))))
+    assert cells(report, "v")["seeds for ±0.0001"] == ">1000"
+    wide = build_report(make(tmp_path / "w", {"base": BASE, "v": noisy}, design=Design(margin=Margin(0.3))))
+    low, high = cells(wide, "v")["seeds for ±0.3"].split("–")
+    assert 2 <= int(low) <= int(high) <= 1000
+
+
+def test_rows_without_shared_seeds_are_compared_unpaired_with_scipy_s_welch_statistic(tmp_path):
+    """3 vs 4 runs on different seeds: Welch's t from scipy, Hsu's min(n, m) - 1 degrees of freedom, Bonferroni over
+    the family's 2 rows; the adjusted p is the two-sided t tail times 2, at most 1."""
+    from scipy import stats
+
+    other = [(10, 2.5), (11, 2.6), (12, 2.45)]
+    values = {"base": BASE, "v": other, "w": [(s, v + 0.01 * s) for s, v in BASE]}
+    report = build_report(make(tmp_path, values))
+    c = row(report, "v").comparison
+    welch = stats.ttest_ind([v for _, v in other], [v for _, v in BASE], equal_var=False)
+    assert c.p == pytest.approx(min(1.0, 2 * 2 * stats.t.sf(abs(welch.statistic), df=2)), rel=1e-9)
+    assert cells(report, "v")["pairs"] == "3 vs 4 unpaired"

@@ -99,3 +99,20 @@ def test_zero_spread_is_cannot_test_not_p_zero():
 def test_one_value_on_a_side_is_too_few():
     assert judge_paired([2.5], [2.0], Design(), "minimize").verdict[0] == V.TOO_FEW
     assert judge_unpaired([2.5], [2.0, 2.1], Design(), "minimize").verdict[0] == V.TOO_FEW
+
+
+@pytest.mark.parametrize("n", [3, 5, 10])
+def test_a_relative_margin_at_its_edge_is_claimed_equivalent_at_most_alpha_of_the_time(n):
+    """A margin of "2%": 2 % of the base's mean, estimated from the base's own runs in each sweep. A true Δ exactly
+    at 2 % of the true base mean is called equivalent in at most alpha / rows of sweeps, and a true Δ of 0 is called
+    equivalent most of the time once the seeds resolve it."""
+    rng = np.random.default_rng(100 + n)
+    rows, level = 2, 10.0
+    design = Design(rows=rows, margin=Margin.parse("2%"))
+    base, (at_margin, null) = sweep(rng, rows=2, seeds=n, delta=[0.02 * level, 0.0], sd=0.1, rho=0.8)
+    base, at_margin, null = base + level, at_margin + level, null + level
+    equivalent = np.mean(judge_paired(at_margin, base, design, "minimize").verdict == V.EQUIVALENT)
+    limit = 0.05 / rows
+    assert equivalent <= limit + 3 * mc_se(limit)
+    if n == 10:
+        assert np.mean(judge_paired(null, base, design, "minimize").verdict == V.EQUIVALENT) > 0.9
