@@ -24,6 +24,7 @@ dot-product attention, as in the paper. Incremental decoding caches the GLU outp
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -135,18 +136,15 @@ class Convolution(Attention):
 class LightweightConvolution(Convolution):
     """LightConv: a GLU, then one softmax-normalised kernel of width K per channel group (Wu et al. 2019)."""
 
-    def __init__(self, *, d_model: int, n_heads: int, d_k: int, d_v: int, stack: str, attention_dropout: float = 0.0,
-                 positional: Positional | None = None, cross: bool = False, kernel_size: int = 7,
-                 weight_dropout: float = 0.0):
-        super().__init__(d_model=d_model, n_heads=n_heads, d_k=d_k, d_v=d_v, stack=stack,
-                         attention_dropout=attention_dropout, positional=positional, cross=cross,
-                         kernel_size=kernel_size, weight_dropout=weight_dropout)
-        if cross:
+    def __init__(self, **dims: Any):
+        super().__init__(**dims)
+        if self.cross:
             return
-        self.kernel = nn.Parameter(torch.empty(n_heads, kernel_size))  # (H, K), shared by the group's channels
-        bound = math.sqrt(6.0 / (kernel_size * (1 + n_heads)))  # Xavier-uniform of an (H, 1, K) kernel, as fairseq
+        H, K = self.n_heads, self.kernel_size
+        self.kernel = nn.Parameter(torch.empty(H, K))  # (H, K), shared by the group's channels
+        bound = math.sqrt(6.0 / (K * (1 + H)))  # Xavier-uniform of an (H, 1, K) kernel, as fairseq
         nn.init.uniform_(self.kernel, -bound, bound)
-        self.register_w_o(d_model)
+        self.register_w_o(dims["d_model"])
 
     def kernel_logits(self, u: torch.Tensor) -> torch.Tensor:
         return self.kernel[None, :, None, :]  # (1, H, 1, K)
@@ -156,15 +154,12 @@ class LightweightConvolution(Convolution):
 class DynamicConvolution(Convolution):
     """DynamicConv: LightConv whose kernels each position predicts from its own input (Wu et al. 2019)."""
 
-    def __init__(self, *, d_model: int, n_heads: int, d_k: int, d_v: int, stack: str, attention_dropout: float = 0.0,
-                 positional: Positional | None = None, cross: bool = False, kernel_size: int = 7,
-                 weight_dropout: float = 0.0):
-        super().__init__(d_model=d_model, n_heads=n_heads, d_k=d_k, d_v=d_v, stack=stack,
-                         attention_dropout=attention_dropout, positional=positional, cross=cross,
-                         kernel_size=kernel_size, weight_dropout=weight_dropout)
-        if cross:
+    def __init__(self, **dims: Any):
+        super().__init__(**dims)
+        if self.cross:
             return
-        self.w_kernel = nn.Linear(d_model, n_heads * kernel_size)  # f(u_i): H kernels of K taps (section 3, W^Q)
+        d_model = dims["d_model"]
+        self.w_kernel = nn.Linear(d_model, self.n_heads * self.kernel_size)  # f(u_i): H kernels of K taps (W^Q)
         self.register_w_o(d_model)
 
     def kernel_logits(self, u: torch.Tensor) -> torch.Tensor:

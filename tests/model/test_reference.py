@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 import ablate
+from ablate import registry
 from ablate.model.layers import EncoderLayer
 from tests.conftest import TINY
 
@@ -110,15 +111,22 @@ def _tiny(*extra: str) -> nn.Module:
     return ablate.build_model(ablate.load_config(None, TINY + ["model.dropout=0.0", *extra])).eval()
 
 
-def test_causal_mask_future_target_tokens_do_not_change_earlier_outputs():
-    model = _tiny()
-    src = torch.randint(3, 24, (2, 7))
-    tgt = torch.randint(3, 24, (2, 6))
+MODEL_VARIANTS = [(k.name, n) for k in registry.kinds().values() if k.section == "model" for n in registry.names(k.name)]
+CAUSAL = [(k, n) for k, n in MODEL_VARIANTS if k != "mask" or not registry.create("mask", n, {}).looks_ahead]
+
+
+@pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only"])
+@pytest.mark.parametrize("kind,name", CAUSAL, ids=[f"{k}={n}" for k, n in CAUSAL])
+def test_a_later_target_token_never_changes_an_earlier_output(kind, name, arch):
+    """Generated from the registry: under every variant of every part (but the masks that declare they look ahead),
+    changing target token 4 leaves the outputs at positions 0-3 unchanged and changes some later one."""
+    model = _tiny(f"model.{kind}={name}", f"model.arch={arch}")
+    src, tgt = torch.randint(3, 24, (2, 7)), torch.randint(3, 24, (2, 8))
     changed = tgt.clone()
     changed[:, 4] = (changed[:, 4] + 1 - 3) % 21 + 3
     with torch.no_grad():
-        a, b = model(src, tgt), model(src, changed)
-    assert torch.allclose(a[:, :4], b[:, :4], atol=1e-6)
+        a, b = (model(src, tgt), model(src, changed)) if arch == "encoder_decoder" else (model(tgt), model(changed))
+    torch.testing.assert_close(a[:, :4], b[:, :4], atol=1e-6, rtol=0)
     assert not torch.allclose(a[:, 4:], b[:, 4:])
 
 
@@ -143,8 +151,12 @@ def _noise_at_padding(ids: torch.Tensor):
 
 
 @pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only"])
-def test_changing_a_padded_position_changes_no_real_output(arch):
-    model = _tiny(f"model.arch={arch}", "model.mask=none")  # even without a causal mask, padding is hidden
+@pytest.mark.parametrize("kind,name", MODEL_VARIANTS, ids=[f"{k}={n}" for k, n in MODEL_VARIANTS])
+def test_changing_a_padded_position_changes_no_real_output(kind, name, arch):
+    """Generated from the registry: whatever a padded position holds reaches no real position's output, under every
+    variant of every part (the mask variant itself, or no mask at all: padding is hidden either way)."""
+    model = _tiny(f"model.arch={arch}", f"model.{kind}={name}" if kind == "mask" else "model.mask=none",
+                  *([] if kind == "mask" else [f"model.{kind}={name}"]))
     src, tgt = torch.randint(3, 24, (2, 7)), torch.randint(3, 24, (2, 6))
     src[0, 5:] = 0
     tgt[1, 4:] = 0
