@@ -52,7 +52,23 @@ def format_matrix(sweep: Sweep, runs: list[PlannedRun]) -> str:
     notes = [f"{len(fresh)} runs repeat an earlier draw (W&B runs every draw): each with the next seed its variant "
              f"had not used ({', '.join(f'{r.variant}: seed {r.seed}' for r in fresh[:3])}"
              f"{', ...' if len(fresh) > 3 else ''})", ""] if fresh else []
-    return "\n".join([title, *lines, "", *notes, *variant_notes(runs)])
+    return "\n".join([title, *lines, "", *notes, *family_note(sweep, runs), *variant_notes(runs)])
+
+
+def family_note(sweep: Sweep, runs: list[PlannedRun]) -> list[str]:
+    """What the report will compare, when the design crosses factors: the family's contrasts by kind."""
+    from collections import Counter
+
+    factorial = factorial_of(runs, factor_record(sweep))
+    if len(factorial.factors) < 2:
+        return []
+    counts = Counter(c.kind for c in factorial.family())
+    names = {"simple": "row"}  # a simple contrast is a row of the table: a row against its stratum's base
+    kinds = ", ".join(f"{n} {names.get(kind, kind)}{'s' * (n > 1)}" for kind, n in counts.items())
+    missing = f"; no base row at {', '.join(factorial.missing)}: its rows are not compared" if factorial.missing else ""
+    others = ", ".join(f.name for f in factorial.factors if f.name != "row")
+    return [f"comparisons: {sum(counts.values())} in one family ({kinds}); each row against the base row at the same "
+            f"{others}{missing}", ""]
 
 
 def plan_json(sweep: Sweep, runs: list[PlannedRun]) -> str:

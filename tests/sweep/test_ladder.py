@@ -82,3 +82,12 @@ def test_a_bad_ladder_is_refused_naming_its_key(tmp_path, text, key):
     with pytest.raises(ConfigError) as err:
         load_sweep(_write(tmp_path, f"base: {BASE}\n" + text))
     assert err.value.key == key
+
+
+def test_the_dry_run_says_what_the_report_will_compare(tmp_path):
+    from ablate.sweep.launch import format_matrix
+
+    sweep = load_sweep(REPO / "experiments" / "norm_warmup.yaml")
+    text = format_matrix(sweep, plan_sweep(sweep, tmp_path))
+    assert ("comparisons: 7 in one family (2 rows, 2 main effects, 2 simple effects, 1 interaction); each row against "
+            "the base row at the same train.schedule_args.warmup") in text

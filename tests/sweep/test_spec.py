@@ -127,5 +127,7 @@ def test_every_experiment_file_passes_dry_run(path, monkeypatch):
     assert runs and len({r.id for r in runs}) == len(runs)
     text = format_matrix(sweep, runs)
     variants = list(dict.fromkeys(r.variant for r in runs))
-    assert text.count("\n") == len(runs) + 1 + 1 + 1 + len(variants)  # title, header, runs; blank, heading, variants
+    family = 2 if "comparisons: " in text else 0  # a crossed design says what it compares, then a blank line
+    assert text.count("\n") == len(runs) + 1 + 1 + 1 + family + len(variants)  # title, header, runs; blank, heading,
+    # variants
     assert not [r.variant for r in runs if r.same_as]  # no shipped experiment trains one model twice
