@@ -78,7 +78,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise ConfigError("--max-runs", args.max_runs, "nothing with a sequential design (decide.max_seeds "
                               "sets how many runs a row gets)", "command line")
         sweep.run_cap = min(sweep.run_cap or args.max_runs, args.max_runs)
-    for note in sweep.notes():
+    for note in sweep.notes(args.backend):
         print(f"ablate: warning: {sweep.path}: {note}", file=sys.stderr)
     if args.backend == "wandb":
         from ablate.sweep.wandb_backend import start_wandb_sweep

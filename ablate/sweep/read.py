@@ -19,7 +19,8 @@ ABLATE_KEYS = {"base", "rows", "ladder", "sampler_seed", "match", "evaluate", "d
 W_AND_B_KEYS = {"name", "description", "method", "metric", "parameters", "run_cap", "early_terminate", "project",
                 "entity", "controller", "program", "command", "job", "image_uri", "scheduler", "apiVersion", "kind",
                 "metrics"}
-NOT_HONOURED = ("program", "command", "job", "image_uri", "scheduler", "metrics")  # ablate runs `ablate train` itself
+# ablate runs `ablate train` itself; apiVersion and kind head W&B Launch's sweep-scheduler manifests
+NOT_HONOURED = ("program", "command", "job", "image_uri", "scheduler", "metrics", "apiVersion", "kind")
 EVALUATE_OPTIONS = ("lengths", "split", "beam", "alpha", "average_last", "checkpoint", "batch_tokens")
 METHODS = ("grid", "random", "bayes")
 GOALS = ("minimize", "maximize")

@@ -187,11 +187,19 @@ class Sweep:
         seed); None when it is open-ended."""
         return max(1, self.run_cap // len(self.seeds)) if self.run_cap else None
 
-    def notes(self) -> list[str]:
-        """How ablate reads this file where it knowingly differs from W&B, or where W&B itself warns: one line each."""
+    def notes(self, backend: str = "local") -> list[str]:
+        """How ablate reads this file where it knowingly differs from W&B, or where W&B itself warns: one line each.
+        ``backend`` is where the sweep runs (``local``, ``ray`` or ``wandb``): W&B's own engine chooses the points
+        only with ``wandb``."""
         out = [p.warning for p in self.parameters.values() if p.warning]
         if self.ignored:
             out.append(f"{', '.join(self.ignored)} not used: ablate runs its own training (ablate train) for every run")
+        controller = (self.raw.get("controller") or {}).get("type")
+        if controller == "cloud" and backend != "wandb":
+            out.append("controller: {type: cloud} not used: ablate's own pool chooses the points here (W&B's server "
+                       "does with --backend wandb)")
+        if controller == "local" and backend == "wandb":
+            out.append("controller: {type: local} not used: with --backend wandb, W&B's server chooses the points")
         if self.method != "grid" and "seed" in self.parameters and not self.sampled_seed:
             out.append("parameters.seed: values are replicates: every point runs once per seed (W&B would draw one "
                        "seed per run); write a distribution (int_uniform) to draw a seed per point")
@@ -200,6 +208,9 @@ class Sweep:
         if self.method == "bayes" and self.metric.get("impute_while_running", "false") != "false":
             out.append("metric.impute_while_running: ablate's search learns from ended runs only (a running run is "
                        "not scored)")
+        if self.method == "bayes" and backend != "wandb":
+            out.append("method: bayes is searched here by Optuna's Gaussian process, not W&B's engine (--backend wandb "
+                       "uses W&B's); a point scores the mean of its seeds' final values")
         return out
 
 

@@ -256,9 +256,11 @@ def test_w_and_b_s_metric_keys_normal_in_bayes_and_deprecated_forms(tmp_path):
     out = _cli("sweep", str(path), "--dry-run", "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     warnings = [line for line in out.stderr.splitlines() if line.startswith("ablate: warning:")]
-    assert len(warnings) == 2, warnings
+    assert len(warnings) == 3, warnings
     assert "log_uniform is deprecated in W&B" in warnings[0] and "log_uniform_values" in warnings[0]
     assert "impute_while_running" in warnings[1]
+    assert "method: bayes is searched here by Optuna's Gaussian process, not W&B's engine" in warnings[2]
+    assert "a point scores the mean of its seeds' final values" in warnings[2]
     plan = json.loads(out.stdout)
     assert plan["metric"]["impute"] == "best" and plan["total_runs"] == 4 and not plan["open_ended"]
     assert 0.0 < plan["runs"][0]["varied"]["model.dropout"] < 0.3  # a normal distribution, searched

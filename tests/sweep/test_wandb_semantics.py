@@ -224,11 +224,20 @@ def test_every_key_ablate_does_not_honour_is_named_and_the_controller_is_read(tm
         job: my-job
         image_uri: docker.io/me/img
         scheduler: {{num_workers: 2}}
+        apiVersion: v1
+        kind: sweep
         parameters:
           model.dropout: {{values: [0.0, 0.1]}}
     """)
-    assert sweep.ignored == ["job", "image_uri", "scheduler"] and len(plan_sweep(sweep, tmp_path / "out")) == 2
-    assert "job, image_uri, scheduler not used" in sweep.notes()[0]
+    assert sweep.ignored == ["job", "image_uri", "scheduler", "apiVersion", "kind"]
+    assert len(plan_sweep(sweep, tmp_path / "out")) == 2
+    ignored, controller = sweep.notes()
+    assert "job, image_uri, scheduler, apiVersion, kind not used" in ignored
+    assert controller.startswith("controller: {type: cloud} not used: ablate's own pool chooses the points")
+    assert sweep.notes("wandb") == [ignored]  # W&B's server is the cloud controller
+    local = _sweep(tmp_path, f"{BASE}\ncontroller: {{type: local}}\n")
+    assert local.notes() == [] and local.notes("wandb") == [
+        "controller: {type: local} not used: with --backend wandb, W&B's server chooses the points"]
     with pytest.raises(ConfigError, match="controller=.*expected {type: local} or {type: cloud}"):
         _sweep(tmp_path, f"{BASE}\ncontroller: {{type: remote}}\n")
 
