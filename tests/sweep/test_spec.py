@@ -6,6 +6,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ablate.errors import ConfigError
 from ablate.sweep import load_sweep, plan_sweep, run_config
@@ -118,7 +119,10 @@ EXPERIMENTS = sorted((REPO / "experiments").glob("*.yaml"))
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.name for p in EXPERIMENTS])
 def test_every_experiment_file_passes_dry_run(path, monkeypatch):
     monkeypatch.chdir(REPO)
-    if "../shared/data" in path.read_text() and not SHARED_DATA.is_dir():  # evaluate: checks the data's tokenizer
+    base = yaml.safe_load(path.read_text()).get("base") or {}
+    config = REPO / base.get("config", "")
+    texts = [path.read_text()] + ([config.read_text()] if config.is_file() else [])
+    if any("../shared/data" in t for t in texts) and not SHARED_DATA.is_dir():  # evaluate: reads the data's tokenizer
         pytest.skip(f"offline datasets not found at {SHARED_DATA}")
     from ablate.sweep.launch import format_matrix
 
