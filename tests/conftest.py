@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ABLATE_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -35,3 +36,11 @@ def in_tmp(tmp_path, monkeypatch) -> Path:
     """Run the test inside a fresh temporary folder (run directories land there)."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+def padded_masks(T: int) -> dict[str, torch.Tensor]:
+    """Masks of a batch of two whose row 1 ends in two padding positions: the decoder's (causal and key padding)
+    and the encoder's (key padding only). (B, 1, T|1, T), True = may attend."""
+    padding = torch.ones(2, 1, 1, T, dtype=torch.bool)
+    padding[1, ..., T - 2 :] = False
+    return {"decoder": padding & torch.ones(T, T, dtype=torch.bool).tril(), "encoder": padding}

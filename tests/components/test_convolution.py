@@ -15,7 +15,7 @@ from ablate.components.position_bias import ALiBi
 from ablate.errors import ConfigError
 from ablate.model.flops import count_flops, measure_flops
 from ablate.model.meta import build_on_meta
-from tests.conftest import TINY
+from tests.conftest import TINY, padded_masks
 
 d, H, K = 8, 2, 3  # d_model, groups (n_heads), kernel width
 c = d // H  # channels per group
@@ -28,10 +28,7 @@ def _x(T: int = 6, B: int = 2, seed: int = 0) -> torch.Tensor:
 
 
 def _masks(T: int = 6) -> dict[str, torch.Tensor]:
-    """Decoder: causal and key padding (row 1's last two positions); encoder: key padding only. (B, 1, T|1, T)."""
-    padding = torch.ones(2, 1, 1, T, dtype=torch.bool)
-    padding[1, ..., T - 2 :] = False
-    return {"decoder": padding & torch.ones(T, T, dtype=torch.bool).tril(), "encoder": padding}
+    return padded_masks(T)
 
 
 def _kernel(conv, u_i: torch.Tensor, g: int) -> torch.Tensor:

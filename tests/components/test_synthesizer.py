@@ -13,7 +13,7 @@ from ablate.components.synthesizer import DenseSynthesizer, RandomSynthesizer
 from ablate.errors import ConfigError
 from ablate.model.flops import count_flops, measure_flops
 from ablate.model.meta import build_on_meta
-from tests.conftest import TINY
+from tests.conftest import TINY, padded_masks
 
 d, h, d_k, d_v, L = 8, 2, 3, 4, 6  # d_model, heads, hidden per head, values per head, max_len
 DIMS = dict(d_model=d, n_heads=h, d_k=d_k, d_v=d_v, max_len=L)
@@ -25,10 +25,7 @@ def _x(T: int = 5, B: int = 2, seed: int = 0) -> torch.Tensor:
 
 
 def _masks(T: int = 5) -> dict[str, torch.Tensor]:
-    """Decoder: causal and key padding (row 1's last two positions); encoder: key padding only. (B, 1, T|1, T)."""
-    padding = torch.ones(2, 1, 1, T, dtype=torch.bool)
-    padding[1, ..., T - 2 :] = False
-    return {"decoder": padding & torch.ones(T, T, dtype=torch.bool).tril(), "encoder": padding}
+    return padded_masks(T)
 
 
 def _logits_of_position(attn, x_i: torch.Tensor, head: int, i: int) -> torch.Tensor:
