@@ -44,3 +44,18 @@ def padded_masks(T: int) -> dict[str, torch.Tensor]:
     padding = torch.ones(2, 1, 1, T, dtype=torch.bool)
     padding[1, ..., T - 2 :] = False
     return {"decoder": padding & torch.ones(T, T, dtype=torch.bool).tril(), "encoder": padding}
+
+
+def skip_if_refused(kind: str, name: str, arch: str) -> None:
+    """Skip a generated test for a variant that refuses this architecture in one line (``sharing=encoder`` in a
+    decoder-only model, which has no encoder); ``test_every_variant`` checks that such refusals are clear ones."""
+    import ablate
+    from ablate.errors import ConfigError
+    from ablate.model.meta import build_on_meta
+
+    try:
+        build_on_meta(ablate.load_config(None, TINY + [f"model.{kind}={name}", f"model.arch={arch}"]))
+    except ConfigError as e:
+        if f"model.arch={arch}" in str(e) and e.key == f"model.{kind}":
+            pytest.skip(f"refused: {e}")
+        raise

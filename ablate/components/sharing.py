@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
+from ablate.errors import ConfigError
 from ablate.registry import declare_kind, register
 
 MakeLayer = Callable[..., nn.Module]  # make(layer: int = 0): a fresh layer, built for the layer of that index
@@ -81,7 +82,10 @@ class ShareAll(LayerSharing):
 class ShareEncoder(LayerSharing):
     """The encoder's N layers share one layer's parameters, the decoder's are distinct (Lan et al. 2020's sharing, one stack)."""
 
-    def __init__(self, *, stack: str):
+    def __init__(self, *, stack: str, decoder_only: bool):
+        if decoder_only:  # no encoder to share: the model would be sharing=none's, under another name
+            raise ConfigError("model.sharing", "encoder", "a sharing for model.arch=decoder_only, which has no "
+                              "encoder: none, all, decoder or universal")
         self.shared = stack == "encoder"
 
     def layers(self, n: int, make: MakeLayer) -> list[nn.Module]:

@@ -14,12 +14,13 @@ import torch
 import ablate
 from ablate import registry
 from ablate.config.schema import run_schema
-from tests.conftest import TINY
+from tests.conftest import TINY, skip_if_refused
 
 MODEL_KINDS = [k.name for k in registry.kinds().values() if k.section == "model"]
 VARIANTS = [(kind, name) for kind in MODEL_KINDS for name in registry.names(kind)]
 CHANGED = [(kind, name) for kind, name in VARIANTS if name != registry.kind(kind).default]
 ARCHS = ("encoder_decoder", "decoder_only")
+REFUSED = {("sharing", "encoder", "decoder_only")}  # a decoder-only model has no encoder to share
 LONG = 80  # longer than every default window and prefix, so that each mask variant changes something
 
 
@@ -46,7 +47,26 @@ def test_every_kind_has_its_default_registered_and_a_schema_key():
 
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("kind,name", VARIANTS, ids=[f"{k}={n}" for k, n in VARIANTS])
+def test_a_variant_builds_for_every_architecture_or_refuses_it_by_name(kind, name, arch):
+    """A variant that cannot serve an architecture (sharing=encoder in a decoder-only model) refuses it in one line
+    naming its key and the architecture, the way ``skip_if_refused`` recognises; any other error fails here."""
+    from ablate.errors import ConfigError
+    from ablate.model.meta import build_on_meta
+
+    cfg = ablate.load_config(None, TINY + [f"model.{kind}={name}", f"model.arch={arch}"])
+    try:
+        build_on_meta(cfg)
+    except ConfigError as e:
+        assert e.key == f"model.{kind}" and f"model.arch={arch}" in str(e) and "\n" not in str(e), e
+        assert (kind, name, arch) in REFUSED, f"{kind}={name} refuses {arch}: add it to REFUSED if that is meant"
+    else:
+        assert (kind, name, arch) not in REFUSED, f"{kind}={name} builds for {arch}"
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("kind,name", VARIANTS, ids=[f"{k}={n}" for k, n in VARIANTS])
 def test_variant_forward_backward(kind, name, arch):
+    skip_if_refused(kind, name, arch)
     cfg = ablate.load_config(None, TINY + [f"model.{kind}={name}", f"model.arch={arch}"])
     model = ablate.build_model(cfg)
     b = _batch(cfg.data.vocab_size, cfg.data.pad_id)

@@ -11,7 +11,7 @@ import ablate
 from ablate import registry
 from ablate.model.flops import count_flops, measure_flops
 from ablate.model.meta import build_on_meta
-from tests.conftest import TINY
+from tests.conftest import TINY, skip_if_refused
 
 VARIANTS = [(k.name, name) for k in registry.kinds().values() if k.section == "model" for name in registry.names(k.name)]
 
@@ -19,6 +19,7 @@ VARIANTS = [(k.name, name) for k in registry.kinds().values() if k.section == "m
 @pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only"])
 @pytest.mark.parametrize("kind,name", VARIANTS, ids=[f"{k}={n}" for k, n in VARIANTS])
 def test_the_module_walk_counts_what_flop_counter_mode_measures(kind, name, arch):
+    skip_if_refused(kind, name, arch)
     cfg = ablate.load_config(None, TINY + [f"model.{kind}={name}", f"model.arch={arch}", "model.n_layers=3"])
     model = build_on_meta(cfg)
     assert count_flops(model, cfg, 10) == pytest.approx(measure_flops(model, cfg, 10), rel=1e-9)

@@ -9,7 +9,7 @@ from torch import nn
 import ablate
 from ablate import registry
 from ablate.model.layers import EncoderLayer
-from tests.conftest import TINY
+from tests.conftest import TINY, skip_if_refused
 
 REPO_CONFIGS = ablate.__path__[0].rsplit("/", 1)[0] + "/configs"
 
@@ -120,6 +120,7 @@ CAUSAL = [(k, n) for k, n in MODEL_VARIANTS if k != "mask" or not registry.creat
 def test_a_later_target_token_never_changes_an_earlier_output(kind, name, arch):
     """Generated from the registry: under every variant of every part (but the masks that declare they look ahead),
     changing target token 4 leaves the outputs at positions 0-3 unchanged and changes some later one."""
+    skip_if_refused(kind, name, arch)
     model = _tiny(f"model.{kind}={name}", f"model.arch={arch}")
     src, tgt = torch.randint(3, 24, (2, 7)), torch.randint(3, 24, (2, 8))
     changed = tgt.clone()
@@ -155,6 +156,7 @@ def _noise_at_padding(ids: torch.Tensor):
 def test_changing_a_padded_position_changes_no_real_output(kind, name, arch):
     """Generated from the registry: whatever a padded position holds reaches no real position's output, under every
     variant of every part (the mask variant itself, or no mask at all: padding is hidden either way)."""
+    skip_if_refused(kind, name, arch)
     model = _tiny(f"model.arch={arch}", f"model.{kind}={name}" if kind == "mask" else "model.mask=none",
                   *([] if kind == "mask" else [f"model.{kind}={name}"]))
     src, tgt = torch.randint(3, 24, (2, 7)), torch.randint(3, 24, (2, 6))
