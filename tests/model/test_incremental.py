@@ -48,7 +48,8 @@ def _stepwise(model: torch.nn.Module, src: torch.Tensor, tgt: torch.Tensor, chun
 
 def _mask_args(mask: str) -> list[str]:
     # Windows and prefixes shorter than the target, so that they change something.
-    return {"sliding_window": ["model.mask_args.window=3"], "prefix_lm": ["model.mask_args.prefix_len=3"]}.get(mask, [])
+    return {"sliding_window": ["model.mask_args.window=3"], "prefix_lm": ["model.mask_args.prefix_len=3"],
+            "local_global": ["model.mask_args.window=3"]}.get(mask, [])
 
 
 @pytest.mark.parametrize("attention,positional,mask", CASES, ids=["-".join(c) for c in CASES])
