@@ -81,7 +81,7 @@ class SandwichNorm(Residual):
 
 @register("norm_position", "rezero")
 class ReZero(Residual):
-    """x + alpha * Dropout(Sublayer(x)), one learned alpha per connection, initialised to 0; no norm (Bachlechner et al. 2020)."""
+    """x + alpha * Dropout(Sublayer(x)), one learned alpha per connection (the authors' layers share one), initialised to 0; no norm (Bachlechner et al. 2020)."""
 
     def __init__(self, *, dropout: float):
         super().__init__(dropout=dropout)
@@ -179,7 +179,7 @@ def residual_branches(*, n_encoder_layers: int, n_decoder_layers: int, decoder_o
 
 @register("norm_position", "fixup")
 class Fixup(Residual):
-    """No norm: x + Dropout(s * Sublayer(x + b)), scalar s from 1 and b from 0; each branch's last layer zeroed, its others scaled by L^-1/2 (Zhang et al. 2019, Fixup)."""
+    """No norm: x + Dropout(s * Sublayer(x + b)), scalar s from 1 and b from 0 (one bias per branch, not inside the FFN as the authors' code); each branch's last layer zeroed, its others scaled by L^-1/2 (Zhang et al. 2019, Fixup)."""
 
     def __init__(self, *, dropout: float, n_encoder_layers: int, n_decoder_layers: int, decoder_only: bool):
         super().__init__(dropout=dropout)
