@@ -202,3 +202,20 @@ def test_the_last_k_checkpoints_are_kept_for_averaging(in_tmp):
     assert kept == ["step-12.ckpt", "step-8.ckpt"]  # named by optimiser steps done
     weights = torch.load(Path("run/checkpoints/step-12.ckpt"), weights_only=False)
     assert "state_dict" in weights and "optimizer_states" not in weights  # weights only: small
+
+
+def test_a_components_auxiliary_loss_is_logged_apart_in_a_real_run(in_tmp):
+    """The Switch FFN's load balance (and a z-loss) through a real run: logged as train/aux/* and val/aux/* at the
+    steps the run logs and validates, finite and positive; val/loss stays the token loss and val/ppl its exp
+    (that the objective adds them and val/loss does not: tests/components/test_moe.py, on a real step)."""
+    cfg = ablate.load_config(REPO / "configs/default.yaml", [*TINY, *FAST, "model.ffn=switch",
+                                                            "model.ffn_args.z_weight=0.001", "output_dir=run"])
+    run_dir = train(cfg)
+    rows, result = read_metrics(run_dir), _result(run_dir)
+    assert result["status"] == "finished"
+    for name in ("load_balance", "router_z"):
+        train_values = [r[f"train/aux/{name}"] for r in rows if f"train/aux/{name}" in r]
+        val_values = [r[f"val/aux/{name}"] for r in rows if f"val/aux/{name}" in r]
+        assert len(train_values) == 4 and len(val_values) == 2, (name, rows[-1])  # log_every 3, val_every 6
+        assert all(math.isfinite(v) and v > 0 for v in train_values + val_values)
+    assert math.isclose(result["final"]["val/ppl"], math.exp(result["final"]["val/loss"]), rel_tol=1e-6)
