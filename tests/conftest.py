@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -46,9 +47,11 @@ def padded_masks(T: int) -> dict[str, torch.Tensor]:
     return {"decoder": padding & torch.ones(T, T, dtype=torch.bool).tril(), "encoder": padding}
 
 
-def skip_if_refused(kind: str, name: str, arch: str) -> None:
-    """Skip a generated test for a variant that refuses this architecture in one line (``sharing=encoder`` in a
-    decoder-only model, which has no encoder); ``test_every_variant`` checks that such refusals are clear ones."""
+@functools.lru_cache(maxsize=None)
+def refusal(kind: str, name: str, arch: str) -> Exception | None:
+    """The one-line refusal of a variant that cannot serve this architecture (``sharing=encoder`` in a decoder-only
+    model, which has no encoder): a ConfigError naming the variant's key and the architecture; None when it builds.
+    Any other error is raised. Built once per combination, on the meta device."""
     import ablate
     from ablate.errors import ConfigError
     from ablate.model.meta import build_on_meta
@@ -57,5 +60,13 @@ def skip_if_refused(kind: str, name: str, arch: str) -> None:
         build_on_meta(ablate.load_config(None, TINY + [f"model.{kind}={name}", f"model.arch={arch}"]))
     except ConfigError as e:
         if f"model.arch={arch}" in str(e) and e.key == f"model.{kind}":
-            pytest.skip(f"refused: {e}")
+            return e
         raise
+    return None
+
+
+def skip_if_refused(kind: str, name: str, arch: str) -> None:
+    """Skip a generated test for a variant that refuses this architecture (:func:`refusal`);
+    ``test_every_variant`` checks which variants refuse which."""
+    if (e := refusal(kind, name, arch)) is not None:
+        pytest.skip(f"refused: {e}")

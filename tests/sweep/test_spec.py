@@ -119,9 +119,9 @@ EXPERIMENTS = sorted((REPO / "experiments").glob("*.yaml"))
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.name for p in EXPERIMENTS])
 def test_every_experiment_file_passes_dry_run(path, monkeypatch):
     monkeypatch.chdir(REPO)
-    base = yaml.safe_load(path.read_text()).get("base") or {}
-    config = REPO / base.get("config", "")
-    texts = [path.read_text()] + ([config.read_text()] if config.is_file() else [])
+    text = path.read_text()
+    config = REPO / (yaml.safe_load(text).get("base") or {}).get("config", "")
+    texts = [text] + ([config.read_text()] if config.is_file() else [])
     if any("../shared/data" in t for t in texts) and not SHARED_DATA.is_dir():  # evaluate: reads the data's tokenizer
         pytest.skip(f"offline datasets not found at {SHARED_DATA}")
     from ablate.sweep.launch import format_matrix
