@@ -82,14 +82,9 @@ def busy_others(interval: float = 0.5) -> int:
 
 def bf16_native() -> bool:
     """Whether bf16 matmuls run natively: a CUDA GPU with bf16, or a CPU with AVX512-BF16/AMX (oneDNN)."""
-    import torch
+    from ablate.train.precision import bf16_native as native
 
-    if torch.cuda.is_available():
-        return torch.cuda.is_bf16_supported()
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
+    return native()
 
 
 def machine() -> dict[str, Any]:

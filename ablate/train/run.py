@@ -26,6 +26,7 @@ from ablate.runs.metrics import perplexity
 from ablate.runtime import allocator_in_use
 from ablate.train.callbacks import FiniteLoss, Progress, StopRequest, TokenThroughput, WallClock
 from ablate.train.checkpoints import AtomicCheckpointIO, step_checkpoint_callback
+from ablate.train.precision import resolve_precision
 from ablate.train.preflight import check_run_dir, check_settings, make_run_dir
 from ablate.train.resume import ExactResume
 from ablate.train.system import TransformerSystem
@@ -42,13 +43,6 @@ class RunFailed(RuntimeError):
 
 # Lightning 2.6 on torch 2.13 warns about its own use of a deprecated torch API at every fit.
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=Warning)
-
-
-def resolve_precision(precision: str) -> str:
-    """``auto``: bf16-mixed on a GPU that supports it, full fp32 otherwise."""
-    if precision != "auto":
-        return precision
-    return "bf16-mixed" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
 
 
 def make_loggers(cfg: DictConfig, run_dir: Path) -> list[Logger]:
@@ -80,7 +74,7 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
         accelerator=tr.accelerator,
         devices=tr.devices,
         strategy=tr.strategy,
-        precision=resolve_precision(tr.precision),
+        precision=resolve_precision(tr.precision, tr.accelerator),
         max_steps=t.max_steps,
         max_epochs=-1,
         val_check_interval=t.val_every,
@@ -155,8 +149,9 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         write_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg))
     last = run_dir / "checkpoints" / "last.ckpt"
     resume = last if last.is_file() else None
+    precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator)
     result: dict[str, Any] = {"status": "running", "config_hash": config_hash(cfg), "run_dir": str(run_dir),
-                              "allocator": allocator_in_use(), "precision": resolve_precision(cfg.trainer.precision)}
+                              "allocator": allocator_in_use(), "precision": precision}
     write(run_dir / "result.json", {**(read_result(run_dir) or {}), **result})
 
     throughput, clock = TokenThroughput(pad_id=cfg.data.pad_id, every=cfg.train.log_every), WallClock(start)
