@@ -61,6 +61,7 @@ class RunRow:
     tokens_per_s: float | None = None
     wall_time_s: float | None = None
     error: str | None = None
+    precision: str | None = None  # what Lightning trained it in (``trainer.precision`` resolved), from result.json
     curve: tuple[tuple[int, float], ...] = ()
     notes: dict[str, str] = field(default_factory=dict)  # metric -> why the run has no value for it
     leaks_labels: bool = False  # from the plan: its mask scores positions that see their labels
@@ -190,6 +191,7 @@ def read_run(sweep_dir: Path, entry: dict[str, Any], metric: str) -> RunRow:
         tokens_per_s=_finite(result.get("tokens_per_s")),
         wall_time_s=_finite(result.get("wall_time_s")),
         error=result.get("error"),
+        precision=result.get("precision"),
         curve=read_curve(run_dir, metric),
         **common,
     )

@@ -19,6 +19,7 @@ from ablate.report.text import (
     display_headers,
     format_value,
     legend,
+    precision_note,
     status_note,
     text_columns,
 )
@@ -140,7 +141,8 @@ def render_html(report: Report) -> str:
     runs = (f"<details><summary>All runs ({len(report.runs)})</summary>\n"
             f'<div class="scroll">{run_table(report)}</div>\n</details>')
     body = [header(report), "<h2>Variants</h2>", f'<div class="scroll">{variant_table(report)}</div>',
-            effects_tables(report), *(f'<p class="note">{escape(line)}</p>' for line in missing_note(report)),
+            effects_tables(report),
+            *(f'<p class="note">{escape(line)}</p>' for line in [*missing_note(report), *precision_note(report)]),
             f'<p class="legend">{escape(legend(report))}</p>',
             f'<section class="plots">\n{curves}\n{finals}\n{deltas}\n</section>', failures(report), runs]
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from ablate.report.effects import effect_cells, effect_headers, findings, trend_cells, trend_headers
 from ablate.report.table import Report, VariantRow
-from ablate.report.text import (design_note, display_cells, display_headers, legend, notes, one_line, status_note,
-                                text_columns)
+from ablate.report.text import (design_note, display_cells, display_headers, legend, notes, one_line,
+                                precision_note, status_note, text_columns)
 
 
 def blocks(report: Report) -> list[tuple[str, list[VariantRow]]]:
@@ -44,7 +44,7 @@ def format_markdown(report: Report) -> str:
         lines += ["## Across sizes", ""]
         lines += _markdown_table(trend_headers(report), [trend_cells(report, t) for t in report.trends],
                                  {0, len(trend_headers(report)) - 1}) + [""]
-    return "\n".join([*lines, *missing_note(report), *notes(report), legend(report), ""])
+    return "\n".join([*lines, *missing_note(report), *precision_note(report), *notes(report), legend(report), ""])
 
 
 def _aligned(headers: list[str], rows: list[list[str]], left: set[int]) -> list[str]:
@@ -85,6 +85,6 @@ def format_terminal(report: Report) -> str:
     if report.trends:
         out += ["", "across sizes:", *_aligned(trend_headers(report), [trend_cells(report, t) for t in report.trends],
                                                {0, len(trend_headers(report)) - 1})]
-    out += ["", *missing_note(report), *notes(report), legend(report), status_note(report)]
+    out += ["", *missing_note(report), *precision_note(report), *notes(report), legend(report), status_note(report)]
     out += [f"failed in {row.name}: {one_line(row.first_error)}" for row in report.variants if row.n_failed]
     return "\n".join(out) + "\n"

@@ -6,6 +6,7 @@ files and the W&B table.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from ablate.report.table import BLEU, LEAKS, LENGTH, TEST_BLEU, Report, Stat, VariantRow
@@ -245,6 +246,17 @@ def notes(report: Report) -> list[str]:
     """One line per row whose verdict needs a reason (failed runs, too few seeds, no spread)."""
     return [f"{row.name}: {row.comparison.reason}." for row in report.variants
             if row.comparison is not None and row.comparison.reason and not row.leaks_labels]
+
+
+def precision_note(report: Report) -> list[str]:
+    """A line when the runs trained at different precisions (``trainer.precision=auto`` on a mix of machines):
+    the Δs between them then include the precision's effect."""
+    used = Counter(run.precision for run in report.runs if run.precision)
+    if len(used) < 2:
+        return []
+    counts = ", ".join(f"{precision}: {n}" for precision, n in used.most_common())
+    return [f"mixed precision: the runs trained in different precisions ({counts}); a Δ between them includes the "
+            "precision's effect (set trainer.precision to one value to compare like with like)."]
 
 
 def status_note(report: Report) -> str:

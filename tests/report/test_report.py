@@ -12,6 +12,7 @@ import subprocess
 import sys
 import types
 from datetime import datetime
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 import ablate
 from ablate.errors import ConfigError
 from ablate.report import VariantRow, build_report, format_markdown, format_terminal, upload_table, write_report
+from ablate.report.html import render_html
 from ablate.report.records import table_columns
 from ablate.report.text import display_cells, display_headers
 from tests.report.conftest import ERROR
@@ -126,6 +128,25 @@ def test_test_bleu_from_ablate_evaluate_is_a_column(fabricate):
     cells = dict(zip(display_headers(report), display_cells(report, variant(report, "base"))))
     assert cells["test BLEU"] == "31.00 ± 1.41" and cells["val BLEU"] == "22.00 ± 2.00"
     assert "test BLEU" in format_markdown(report)
+
+
+def test_runs_trained_at_different_precisions_are_said_in_every_format(fabricate):
+    sweep = fabricate()
+
+    def stamp(precisions: dict[str, str]) -> None:
+        for path in sorted((sweep / "runs").glob("*/result.json")):
+            result = json.loads(path.read_text())
+            result["precision"] = precisions.get(path.parent.name, "32-true")
+            path.write_text(json.dumps(result))
+
+    stamp({})  # one precision: nothing to say
+    assert "mixed precision" not in format_terminal(build_report(sweep))
+    stamp({"h1-s0": "bf16-mixed", "h1-s1": "bf16-mixed"})  # seven runs wrote a result.json (one still running): 5 fp32, 2 bf16
+    report = build_report(sweep)
+    line = ("mixed precision: the runs trained in different precisions (32-true: 5, bf16-mixed: 2); a Δ between them "
+            "includes the precision's effect (set trainer.precision to one value to compare like with like).")
+    assert line in format_terminal(report).splitlines() and line in format_markdown(report).splitlines()
+    assert escape(line) in render_html(report)
 
 
 def test_a_headline_metric_outside_the_table_gets_its_own_column(fabricate):
