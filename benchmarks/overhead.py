@@ -34,7 +34,8 @@ import ablate
 from ablate import registry
 from ablate.data import build_task
 from ablate.train.callbacks import FiniteLoss, TokenThroughput
-from ablate.train.run import make_trainer, resolve_precision
+from ablate.train.precision import resolve_precision
+from ablate.train.run import make_trainer
 from ablate.train.system import TransformerSystem
 
 # name: (config, steps, warmup, rounds, quick steps, quick rounds, synthetic max_tokens or None = task batches)

@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 
 from ablate.config.schema import Arch
 from ablate.model.builder import dims, layer_counts
+from ablate.train.precision import resolve_precision
 
 CONTEXT_BYTES = 1 << 30
 SAFETY = 1.25
@@ -36,7 +37,7 @@ def training_bytes(cfg: DictConfig, parameters: int) -> int:
     n_enc, n_dec = layer_counts(cfg.model)
     layers = n_dec if cfg.model.arch == Arch.decoder_only else n_enc + 2 * n_dec  # a decoder layer: two attentions
     tokens, T = batch_tokens(cfg), min(int(cfg.data.max_len), 1024)
-    half = "16" in str(cfg.trainer.precision) or cfg.trainer.precision == "auto"
+    half = "16" in resolve_precision(str(cfg.trainer.precision), "gpu")
     activations = tokens * layers * (34 * d["d_model"] + 5 * d["n_heads"] * T) * (1 if half else 2)
     logits = 2 * tokens * cfg.data.vocab_size * 4
     return int(SAFETY * (16 * parameters + activations + logits + CONTEXT_BYTES))

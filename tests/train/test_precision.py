@@ -31,16 +31,16 @@ def test_the_cpu_is_native_bf16_exactly_when_its_flags_have_avx512_bf16_or_amx()
     flags = _cpu_flags()
     if flags is None:
         pytest.skip("no /proc/cpuinfo flags to check against")
-    assert bf16_native("cpu") == bool({"avx512_bf16", "amx_bf16"} & flags)
+    assert bf16_native("cpu") == bool({"avx512_bf16", "amx_tile"} & flags)  # not plain avx512f: emulated there
 
 
 def test_auto_picks_bf16_mixed_only_where_bf16_is_native(monkeypatch):
-    asked: list[str] = []
     for native, expected in ((True, "bf16-mixed"), (False, "32-true")):
+        asked: list[str] = []
         monkeypatch.setattr(precision, "bf16_native", lambda device, native=native: asked.append(device) or native)
-        assert resolve_precision("auto", "cpu") == expected
-        assert resolve_precision("auto", "auto") == expected
-    assert asked == ["cpu", "cuda"] * 2  # trainer.accelerator=cpu asks the CPU even on a machine with a GPU
+        assert [resolve_precision("auto", a) for a in ("cpu", "auto", "gpu", "cuda")] == [expected] * 4
+        assert asked == ["cpu", "cuda", "cuda", "cuda"]  # accelerator=cpu asks the CPU even where there is a GPU
+        assert resolve_precision("auto", "mps") == "32-true"  # any other accelerator: fp32
     for explicit in ("32-true", "bf16-mixed", "16-mixed", "64-true"):
         assert resolve_precision(explicit, "cpu") == explicit  # anything else is Lightning's and passes through
 
