@@ -332,8 +332,9 @@ def test_an_open_ended_sweep_stopped_by_ctrl_c_keeps_its_runs_and_resumes(tmp_pa
     proc.communicate(timeout=120)
     assert proc.returncode != 0
     plan = _plan(sweep_dir)["runs"]
-    finished = {r["id"]: (sweep_dir / r["run_dir"] / "result.json").read_bytes() for r in plan
-                if json.loads((sweep_dir / r["run_dir"] / "result.json").read_text())["status"] == "finished"}
+    results = {r["id"]: sweep_dir / r["run_dir"] / "result.json" for r in plan}  # a run drawn but not started has none
+    finished = {i: path.read_bytes() for i, path in results.items()
+                if path.is_file() and json.loads(path.read_text())["status"] == "finished"}
     assert len(finished) >= 3 and "failed" not in _statuses(sweep_dir)
     assert len(plan) > len(finished)  # runs were in flight when it was stopped
     total = len(plan) + 1
