@@ -317,7 +317,7 @@ def test_an_open_ended_sweep_dry_runs_its_first_points(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_an_open_ended_sweep_stopped_by_ctrl_c_keeps_its_runs_and_resumes(tmp_path, stop):
-    path = _open_ended(tmp_path, steps=30)
+    path = _open_ended(tmp_path, steps=120)  # long enough that a run in flight is still going when the signal lands
     sweep_dir = tmp_path / "sweeps" / "open"
     proc = _cli("sweep", str(path), "--workers", "2", cwd=tmp_path, background=True)
     deadline = time.time() + 300
