@@ -81,7 +81,7 @@ def busy_others(interval: float = 0.5) -> int:
 
 
 def bf16_native() -> bool:
-    """Whether bf16 matmuls run natively: a CUDA GPU with bf16, or a CPU with AVX512-BF16/AMX (oneDNN)."""
+    """Whether bf16 matmuls run natively here, as ``precision: auto`` decides it (imported late: torch)."""
     from ablate.train.precision import bf16_native as native
 
     return native()

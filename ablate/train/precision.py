@@ -3,7 +3,8 @@
 Natively: a CUDA GPU from Ampere on, or a CPU with the AVX512-BF16 or AMX instructions (oneDNN's own
 ``is_mkldnn_bf16_supported`` also says yes for plain AVX-512, where it emulates bf16, so ablate asks for the
 instructions). On such a CPU ``benchmarks/train_step.py`` measured bf16-mixed at 1.67x fp32's tokens/s (the
-Multi30k model, one thread, 2026-11-25); on an AVX2-only CPU bf16 is emulated and was 7-18x slower than fp32, so auto stays fp32 there.
+Multi30k model, one thread, 2026-11-25); on an AVX2-only CPU bf16 is emulated and was 7-18x slower than fp32,
+so auto stays fp32 there.
 Any other value is Lightning's and passes through; the run's ``result.json`` records what was used.
 """
 

@@ -141,7 +141,8 @@ def test_runs_trained_at_different_precisions_are_said_in_every_format(fabricate
 
     stamp({})  # one precision: nothing to say
     assert "mixed precision" not in format_terminal(build_report(sweep))
-    stamp({"h1-s0": "bf16-mixed", "h1-s1": "bf16-mixed"})  # seven runs wrote a result.json (one still running): 5 fp32, 2 bf16
+    # seven runs wrote a result.json (one of them still running): 5 in fp32, 2 in bf16
+    stamp({"h1-s0": "bf16-mixed", "h1-s1": "bf16-mixed"})
     report = build_report(sweep)
     line = ("mixed precision: the runs trained in different precisions (32-true: 5, bf16-mixed: 2); a Δ between them "
             "includes the precision's effect (set trainer.precision to one value to compare like with like).")
