@@ -32,7 +32,6 @@ from typing import Any, Mapping, Sequence
 
 from ablate.stats.compare import Comparison, compare
 from ablate.stats.design import Design as StatsDesign
-from ablate.stats.design import Margin
 
 ROW, LADDER = "row", "ladder"
 SIMPLE, MAIN, WITHIN, INTERACTION, TREND = "simple", "main effect", "simple effect", "interaction", "trend"
@@ -121,7 +120,7 @@ class Factorial:
 
     def __init__(self, factors: Sequence[Factor], cells: Cells, base: str, excluded: frozenset[str] = frozenset(),
                  parameters: Mapping[str, float | None] | None = None):
-        self.factors = [f for f in factors if len(f.levels) > 1 or f.name == ROW]
+        self.factors = [f for f in factors if len(f.levels) > 1]  # one level: no factor (nothing to contrast)
         self.cells, self.base, self.excluded = dict(cells), base, excluded
         base_row = self.cells.get(base, {}).get(ROW)
         self.sizes = {levels[LADDER]: (parameters or {}).get(v) for v, levels in self.cells.items()
@@ -133,6 +132,7 @@ class Factorial:
         self.strata_factors = [f for f in self.factors if f.name != ROW] if self.row_factor else []
         self.missing: list[str] = []  # strata without their base cell, said in the report
         self.contrasts = self._simple() + self._factorial() + self._trends()
+        self.same = _representatives(self.contrasts)  # each contrast -> the first one with the same weights
 
     def cell(self, levels: Mapping[str, Any]) -> str | None:
         """The variant at these levels (every factor named), or None when the sweep did not plan it."""
@@ -225,8 +225,22 @@ class Factorial:
         return out
 
     def family(self) -> list[Contrast]:
-        """The contrasts the correction covers: every one whose cells include no excluded variant."""
-        return [c for c in self.contrasts if not set(c.cells) & self.excluded]
+        """The contrasts the correction covers: every *distinct* one whose cells include no excluded variant. Two
+        contrasts with the same weights on the same cells (a row against the base, and the second factor's simple
+        effect at the first factor's reference) are one test, tested once and counted once."""
+        return [c for c in self.contrasts if self.same[c] is c and not set(c.cells) & self.excluded]
+
+
+def _weights_key(contrast: Contrast) -> tuple:
+    """What makes two contrasts one test: their cells' weights (a trend's unit differs: never one with the rest)."""
+    weights = sorted((v, round(w, 12)) for v, w in contrast.weights().items() if abs(w) > 1e-12)
+    return contrast.kind == TREND, tuple(weights)
+
+
+def _representatives(contrasts: Sequence[Contrast]) -> dict[Contrast, Contrast]:
+    """Each contrast mapped to the first of the list with the same weights (itself, when it is the first)."""
+    first: dict[tuple, Contrast] = {}
+    return {c: first.setdefault(_weights_key(c), c) for c in contrasts}
 
 
 def _name(factor: Factor) -> str:
@@ -247,17 +261,12 @@ def sides(contrast: Contrast, ended: Mapping[str, Mapping[int, float]]) -> tuple
 def judge(contrast: Contrast, ended: Mapping[str, Mapping[int, float]], design: StatsDesign, goal: str, *,
           interim: bool = False) -> Comparison:
     """The contrast's comparison (:func:`ablate.stats.compare.compare`) on its two sides. A relative margin is a
-    percentage of the reference cell's mean (a side may sum two cells); a trend has no margin (its unit is Δ per
-    doubling of size)."""
+    percentage of the reference cell's mean over the seeds of the look that judged the contrast (a side may sum two
+    cells), so that seeds the reference gains later, for another contrast, cannot move a decision already taken; a
+    trend has no margin (its unit is Δ per doubling of size)."""
     x, y = sides(contrast, ended)
-    margin = design.margin
-    if contrast.kind == TREND:
-        margin = None
-    elif margin is not None and margin.relative:
-        values = [v for v in ended.get(contrast.reference, {}).values() if math.isfinite(v)]
-        absolute = margin.absolute(sum(values) / len(values) if values else None)
-        margin = None if absolute is None else Margin(absolute)
-    return compare(x, y, replace(design, margin=margin), goal, interim=interim)
+    design = replace(design, margin=None) if contrast.kind == TREND else design
+    return compare(x, y, design, goal, interim=interim, reference=dict(ended.get(contrast.reference, {})))
 
 
 GROWS, SHRINKS, FLIPS, UNDECIDED = "grows", "shrinks", "flips sign", "undecided"

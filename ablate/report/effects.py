@@ -35,8 +35,9 @@ def verdict_cell(effect: Effect, spec: str) -> str:
         if c.verdict in DECIDED:
             return "interaction: the effect depends on the other factor"
         if c.verdict == "equivalent":
-            return f"no interaction (within ±{c.margin:{spec}})"
-    text = c.verdict
+            small = f"; a small one: {c.detail}" if c.detail else ""
+            return f"no interaction beyond ±{c.margin:{spec}}{small}"
+    text = c.statement
     if c.verdict == "undecided" and c.resolved is not None:
         text += f" (|Δ| < {c.resolved:{spec}})"
     return text + (" (interim)" if c.interim else "")
@@ -74,7 +75,8 @@ def findings(report: Report) -> list[str]:
         if c.verdict in DECIDED:
             says = "its effect depends on it"
         elif c.verdict == "equivalent":
-            says = f"its effect does not depend on it by more than ±{c.margin:{spec}}"
+            says = f"its effect does not depend on it by more than ±{c.margin:{spec}}" + \
+                (", though it does depend on it a little (the interval excludes 0)" if c.detail else "")
         else:
             says = "undecided whether its effect depends on it"
         out.append(f"{b_level}: {parts}; interaction with {a_level} {c.diff:+{spec}} {interval_cell(c, spec)}: {says}.")
@@ -99,7 +101,7 @@ def trend_cells(report: Report, trend: Trend) -> list[str]:
     for _, _, row in trend.steps:
         c = row.comparison if row is not None else None
         steps.append("—" if c is None or c.diff is None else
-                     f"{c.diff:+{spec}} {interval_cell(c, spec)} {c.verdict}")
+                     f"{c.diff:+{spec}} {interval_cell(c, spec)} {c.statement}")
     slope = trend.slope
     return [trend.row, *steps, "—" if slope is None or slope.diff is None else f"{slope.diff:+{spec}}",
             interval_cell(slope, spec), trend.verdict]

@@ -19,6 +19,7 @@ from ablate.report.text import (
     display_headers,
     format_value,
     legend,
+    notes,
     precision_note,
     status_note,
     text_columns,
@@ -142,7 +143,7 @@ def render_html(report: Report) -> str:
             f'<div class="scroll">{run_table(report)}</div>\n</details>')
     body = [header(report), "<h2>Variants</h2>", f'<div class="scroll">{variant_table(report)}</div>',
             effects_tables(report),
-            *(f'<p class="note">{escape(line)}</p>' for line in [*missing_note(report), *precision_note(report)]),
+            *(f'<p class="note">{escape(line)}</p>' for line in [*missing_note(report), *precision_note(report), *notes(report)]),
             f'<p class="legend">{escape(legend(report))}</p>',
             f'<section class="plots">\n{curves}\n{finals}\n{deltas}\n</section>', failures(report), runs]
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'

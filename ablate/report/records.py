@@ -18,7 +18,8 @@ def _stat_fields(stat: Stat | None) -> list[Any]:
 
 COMPARISON = ("ci_low", "ci_high", "ci_level", "p_adj", "paired", "pairs", "seeds_better", "verdict", "decided_at",
               "detectable_delta", "margin", "seeds_for_margin_low", "seeds_for_margin_high", "failed", "ended",
-              "base_failed", "base_ended", "failure_p", "leaks_labels", "matched_by", "matched_value")
+              "base_failed", "base_ended", "failure_p", "compared_at_step", "skew", "skewed", "sign_flip_p",
+              "leaks_labels", "matched_by", "matched_value")
 
 
 def table_columns(report: Report) -> list[str]:
@@ -36,8 +37,9 @@ def _comparison_fields(row: VariantRow) -> list[Any]:
         fields[COMPARISON.index("verdict")] = "base" if row.is_base else None
     else:
         fields = [*(c.interval or (None, None)), c.level, c.p, c.paired, c.n, c.better,
-                  LEAKS if row.leaks_labels else c.verdict, c.decided_at, c.detectable, c.margin,
-                  *(c.seeds_for_margin or (None, None)), *c.failed, c.failure_p]
+                  LEAKS if row.leaks_labels else c.statement, c.decided_at, c.detectable, c.margin,
+                  *(c.seeds_for_margin or (None, None)), *c.failed, c.failure_p, c.step, c.skew, c.skewed,
+                  c.sign_flip_p]
     return [*fields, row.leaks_labels, m.get("by"), m.get("value")]
 
 
@@ -93,5 +95,5 @@ def effect_records(report: Report) -> list[list[Any]]:
     """A two-factor design's effects and a ladder's slopes (kind ``trend``), aligned with :data:`EFFECT_COLUMNS`."""
     rows = [(e.contrast.label, e.contrast.kind, e.comparison) for e in report.effects]
     rows += [(f"{t.row}: Δ per doubling of size", "trend", t.slope) for t in report.trends]
-    return [[name, kind, *((c.diff, *(c.interval or (None, None)), c.level, c.p, c.verdict, c.n, c.decided_at)
+    return [[name, kind, *((c.diff, *(c.interval or (None, None)), c.level, c.p, c.statement, c.n, c.decided_at)
                            if c is not None else [None] * 8)] for name, kind, c in rows]

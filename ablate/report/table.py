@@ -242,8 +242,10 @@ def with_comparisons(rows: list[VariantRow], metric: str, goal: str, design: Des
     ended = {row.name: outcomes(row.runs, metric) for row in rows}
     by_name = {row.name: row for row in rows}
     found: dict[Contrast, Comparison] = {}
-    for c in design_of.contrasts:
-        if all(ended.get(v) for v in c.cells):
+    for c in design_of.contrasts:  # a contrast that repeats an earlier one (same weights) shares its judgement
+        if design_of.same[c] in found:
+            found[c] = found[design_of.same[c]]
+        elif all(ended.get(v) for v in c.cells):
             found[c] = judge(c, ended, design, goal, interim=any(going(by_name[v]) for v in c.cells))
     simple = {c.row: c for c in design_of.contrasts if c.kind == SIMPLE}
     out = []

@@ -133,9 +133,8 @@ def verdict_text(report: Report, row: VariantRow, spec: str = ".3g") -> str:
             " (the base fails more often)"
     elif c.verdict == "undecided" and c.resolved is not None:
         text += f" (|Δ| < {c.resolved:{spec}})"
-    elif c.verdict == "equivalent" and c.interval[0] * c.interval[1] > 0:  # inside the margin, yet not 0
-        worse = (c.interval[0] > 0) == (report.goal == "minimize")
-        text += f" ({'worse' if worse else 'better'}, by less than the margin)"
+    elif c.detail:  # inside the margin, yet not 0
+        text = c.statement
     return text + (" (interim)" if c.interim else "")
 
 
@@ -243,9 +242,21 @@ def design_note(report: Report) -> str:
 
 
 def notes(report: Report) -> list[str]:
-    """One line per row whose verdict needs a reason (failed runs, too few seeds, no spread)."""
-    return [f"{row.name}: {row.comparison.reason}." for row in report.variants
-            if row.comparison is not None and row.comparison.reason and not row.leaks_labels]
+    """One line per row whose verdict needs a reason (failed runs, too few seeds, no spread, runs stopped early), and
+    one per row whose per-seed differences are strongly skewed."""
+    compared = [row for row in report.variants if row.comparison is not None and not row.leaks_labels]
+    return [f"{row.name}: {row.comparison.reason}." for row in compared if row.comparison.reason] + \
+        [skew_note(row.name, row.comparison, report.design.rows) for row in compared if row.comparison.skewed]
+
+
+def skew_note(name: str, c: Comparison, rows: int) -> str:
+    """Why a row's interval may be off: its per-seed differences are skewed (:mod:`ablate.stats.skew`), and what
+    the exact sign-flip test, which needs no normality, says instead."""
+    flip = "" if c.sign_flip_p is None else (
+        f"; the exact sign-flip test, which needs no normality, gives p (adj.) = {c.sign_flip_p:.3g} over the "
+        f"2^{c.n} sign patterns (never below {min(1.0, 2 / 2 ** c.n * max(1, rows)):.3g} at {c.n} seeds)")
+    return (f"{name}: per-seed differences strongly skewed (G1 = {c.skew:+.2f}, beyond what normal differences "
+            f"reach in 1% of sweeps at {c.n} seeds): the t interval assumes roughly symmetric differences{flip}.")
 
 
 def precision_note(report: Report) -> list[str]:

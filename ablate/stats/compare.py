@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from ablate.stats import planning
+from ablate.stats import planning, skew
 from ablate.stats import verdict as V
 from ablate.stats.boundaries import critical_values
 from ablate.stats.design import Design
@@ -45,9 +45,19 @@ class Comparison:
     look: int  # seeds at the reported look
     margin: float | None  # in the metric's units
     detectable: float | None  # smallest |Δ| found with 80% power at this look (sd at its 90% upper bound)
-    seeds_for_margin: tuple[int | None, int | None] | None  # a fixed design's seeds: observed sd, upper bound
+    seeds_for_margin: tuple[int | None, int | None] | None  # undecided rows: a fixed design's seeds (observed sd, upper bound)
     interim: bool  # runs of the row or the base are still going
     reason: str = ""  # why a row is untested or undecided when the interval alone does not say
+    detail: str = ""  # what the interval proves beyond the verdict's name (:func:`ablate.stats.verdict.qualifier`)
+    skew: float | None = None  # the per-seed differences' sample skewness G1 (paired, 3 pairs or more)
+    skewed: bool = False  # G1 beyond what normal differences reach in 1% of sweeps (:mod:`ablate.stats.skew`)
+    sign_flip_p: float | None = None  # the exact sign-flip test's p (Bonferroni-adjusted; paired, small n)
+    step: int | None = None  # compared at this step, not at the runs' ends (some runs were stopped early)
+
+    @property
+    def statement(self) -> str:
+        """The verdict as every format prints it: its name, and what else the interval proves."""
+        return f"{self.verdict} ({self.detail})" if self.detail else self.verdict
 
     @property
     def resolved(self) -> float | None:
@@ -113,8 +123,11 @@ def _reason(j: Judgement, paired: bool, code: int) -> str:
     return ""
 
 
-def compare(row: Outcomes, base: Outcomes, design: Design, goal: str, *, interim: bool = False) -> Comparison:
-    """One row's outcomes against the base's (see the module docstring)."""
+def compare(row: Outcomes, base: Outcomes, design: Design, goal: str, *, interim: bool = False,
+            reference: Outcomes | None = None) -> Comparison:
+    """One row's outcomes against the base's (see the module docstring). A relative margin is a percentage of the
+    mean of ``reference`` (the base by default) over the seeds the reported look used."""
+    reference = base if reference is None else reference
     shared = sorted(set(row) & set(base))
     pairs = [s for s in shared if math.isfinite(row[s]) and math.isfinite(base[s])]
     if design.sequential:
@@ -125,15 +138,16 @@ def compare(row: Outcomes, base: Outcomes, design: Design, goal: str, *, interim
         paired, order = len(pairs) >= 2, shared
     if paired:
         x, y = np.array([[row[s] for s in order]]), np.array([[base[s] for s in order]])
-        j = judge_paired(x, y, design, goal)
+        j = judge_paired(x, y, design, goal, np.array([[reference.get(s, math.nan) for s in order]]))
         look = int(j.look[0])
         x, y = x[:, :look], y[:, :look]
     else:
         x, y = np.array([list(row.values())]), np.array([list(base.values())])
-        j = judge_unpaired(x, y, design, goal)
+        j = judge_unpaired(x, y, design, goal, np.array([list(reference.values())]))
     code = int(j.verdict[0])
     tested = not math.isnan(_scalar(j, "lo"))
     margin = None if math.isnan(_scalar(j, "margin")) else _scalar(j, "margin")
+    shape = skew.check((x - y)[0], design.rows) if paired else skew.Check()
     return Comparison(
         verdict=V.name(code), diff=None if math.isnan(_scalar(j, "diff")) else _scalar(j, "diff"),
         interval=(_scalar(j, "lo"), _scalar(j, "hi")) if tested else None,
@@ -144,8 +158,10 @@ def compare(row: Outcomes, base: Outcomes, design: Design, goal: str, *, interim
         failure_p=None if math.isnan(_scalar(j, "failure_p")) else _scalar(j, "failure_p"),
         on_failures=bool(j.on_failures[0]), decided_at=int(j.decided_at[0]) or None, look=int(_scalar(j, "look")),
         margin=margin, detectable=_detectable(j) if tested else None,
-        seeds_for_margin=_seeds_for_margin(j, margin, design) if tested and margin else None,
-        interim=interim and not (design.sequential and j.decided_at[0]), reason=_reason(j, paired, code))
+        seeds_for_margin=_seeds_for_margin(j, margin, design) if tested and margin and code not in V.DECIDED else None,
+        interim=interim and not (design.sequential and j.decided_at[0]), reason=_reason(j, paired, code),
+        detail=V.qualifier(code, _scalar(j, "lo"), _scalar(j, "hi"), goal) if tested else "",
+        skew=shape.g1, skewed=shape.skewed, sign_flip_p=shape.sign_flip_p)
 
 
 def _detectable(j: Judgement) -> float | None:

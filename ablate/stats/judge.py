@@ -103,13 +103,17 @@ def _scale(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.max(np.where(np.isfinite(both), both, 0.0), axis=1, initial=0.0)
 
 
-def judge_paired(x: np.ndarray, y: np.ndarray, design: Design, goal: str) -> Judgement:
+def judge_paired(x: np.ndarray, y: np.ndarray, design: Design, goal: str,
+                 reference: np.ndarray | None = None) -> Judgement:
     """The row ``x`` against the base ``y``, both (B, N): the design's first N seeds, in order; NaN = failed.
 
     A fixed design looks once, at N; a sequential one at each of ``design.looks(N)`` and reports the look that
-    decided the row (better, worse, equivalent), else the last.
+    decided the row (better, worse, equivalent), else the last. A relative margin is a percentage of the mean of
+    ``reference`` (B, N; the base ``y`` by default) over the seeds of each look: what that look saw, so that seeds
+    added later (to the base, for another row) cannot move the margin of a decision already taken.
     """
     x, y = np.atleast_2d(np.asarray(x, float)), np.atleast_2d(np.asarray(y, float))
+    reference = y if reference is None else np.atleast_2d(np.asarray(reference, float))
     B, N = x.shape
     looks = design.looks(N) or [N]
     stopped = np.zeros(B, bool)
@@ -144,7 +148,8 @@ def judge_paired(x: np.ndarray, y: np.ndarray, design: Design, goal: str) -> Jud
         j = Judgement(verdict=np.zeros(B, int), diff=diff, lo=lo, hi=hi, se=se, df=k - 1.0, crit=crit, spent=level,
                       n=k, m=k, row_failed=row_failed, base_failed=base_failed, runs=np.full(B, n),
                       base_runs=np.full(B, n), failure_p=np.full(B, np.nan), on_failures=np.zeros(B, bool),
-                      margin=_margins(design.margin, ys), look=np.full(B, n), decided_at=np.zeros(B, int))
+                      margin=_margins(design.margin, reference[:, :n]), look=np.full(B, n),
+                      decided_at=np.zeros(B, int))
         j.verdict = _verdicts(j, goal, fail_level)
         out = j if out is None else _keep(out, j, stopped)
         newly = ~stopped & np.isin(j.verdict, V.DECIDED)
@@ -164,10 +169,13 @@ def _keep(old: Judgement, new: Judgement, stopped: np.ndarray) -> Judgement:
     return Judgement(**fields)
 
 
-def judge_unpaired(x: np.ndarray, y: np.ndarray, design: Design, goal: str) -> Judgement:
+def judge_unpaired(x: np.ndarray, y: np.ndarray, design: Design, goal: str,
+                   reference: np.ndarray | None = None) -> Judgement:
     """The row's runs ``x`` (B, n) against the base's ``y`` (B, m), fewer than two seeds in common: Welch's standard
-    error, Hsu's degrees of freedom, at the row's share of the error (a fixed design, one look). NaN = failed."""
+    error, Hsu's degrees of freedom, at the row's share of the error (a fixed design, one look). NaN = failed. A
+    relative margin is a percentage of ``reference``'s mean (the base ``y`` by default)."""
     x, y = np.atleast_2d(np.asarray(x, float)), np.atleast_2d(np.asarray(y, float))
+    reference = y if reference is None else np.atleast_2d(np.asarray(reference, float))
     B = x.shape[0]
     row_failed, base_failed = np.isnan(x).sum(1), np.isnan(y).sum(1)
     n, m = x.shape[1] - row_failed, y.shape[1] - base_failed
@@ -184,7 +192,8 @@ def judge_unpaired(x: np.ndarray, y: np.ndarray, design: Design, goal: str) -> J
     j = Judgement(verdict=np.zeros(B, int), diff=diff, lo=lo, hi=hi, se=se, df=df, crit=crit, spent=spent, n=n, m=m,
                   row_failed=row_failed, base_failed=base_failed, runs=np.full(B, x.shape[1]),
                   base_runs=np.full(B, y.shape[1]), failure_p=np.full(B, np.nan), on_failures=np.zeros(B, bool),
-                  margin=_margins(design.margin, y), look=np.full(B, x.shape[1]), decided_at=np.zeros(B, int))
+                  margin=_margins(design.margin, reference), look=np.full(B, x.shape[1]),
+                  decided_at=np.zeros(B, int))
     j.verdict = _verdicts(j, goal, design.row_alpha * (1 - share))
     j.decided_at[np.isin(j.verdict, V.DECIDED)] = x.shape[1]
     j.history = [((int(a), float(b)),) for a, b in zip(n, spent)]

@@ -61,3 +61,13 @@ def guard(codes: np.ndarray, row_failed: np.ndarray, row_runs: np.ndarray, base_
 
 def name(code: int) -> str:
     return NAMES[int(code)]
+
+
+def qualifier(code: int, lo: float, hi: float, goal: str) -> str:
+    """What the interval proves beyond its verdict: an *equivalent* interval that also excludes 0 has found a
+    difference, smaller than the margin ("worse, by less than the margin"); "" for every other verdict, whose name
+    already says all the interval proves."""
+    if int(code) != EQUIVALENT or not lo * hi > 0:
+        return ""
+    worse = (lo > 0) == (goal == "minimize")
+    return f"{'worse' if worse else 'better'}, by less than the margin"
