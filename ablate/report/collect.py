@@ -84,6 +84,13 @@ class RunRow:
             return math.nan
         return self.value(key) if self.status == FINISHED else None
 
+    def outcome_at(self, step: int) -> float | None:
+        """The run as an outcome at ``step`` of its curve (the headline metric): NaN when it failed, its value there
+        when it finished or was stopped early, None when it has not ended or logged nothing at that step."""
+        if self.status == FAILED:
+            return math.nan
+        return dict(self.curve).get(step) if self.status in (FINISHED, STOPPED) else None
+
     def value(self, key: str) -> float | None:
         """The run's *final* value of ``key``, its best when the final lacks it; None when that is not finite."""
         return _finite((self.final if key in self.final else self.best).get(key))
@@ -201,16 +208,25 @@ def read_run(sweep_dir: Path, entry: dict[str, Any], metric: str) -> RunRow:
     return run
 
 
-def outcomes(runs: Iterable[RunRow], metric: str) -> dict[int, float]:
-    """Ended runs by seed: a finished run's value of ``metric``, NaN for a failed one; runs of one seed averaged
-    (their finished values; NaN when all failed); a run without a seed counts as a seed of its own."""
+def outcomes(runs: Iterable[RunRow], metric: str, step: int | None = None) -> dict[int, float]:
+    """Ended runs by seed: a finished run's value of ``metric`` (at ``step`` of its curve, stopped runs included,
+    when a step is given), NaN for a failed one; runs of one seed averaged (their finished values; NaN when all
+    failed); a run without a seed counts as a seed of its own."""
     by_seed: dict[int, list[float]] = {}
     for i, run in enumerate(runs):
-        value = run.outcome(metric)
+        value = run.outcome(metric) if step is None else run.outcome_at(step)
         if value is not None:
             by_seed.setdefault(run.seed if run.seed is not None else -1 - i, []).append(value)
     return {seed: statistics.fmean(finite) if (finite := [v for v in values if not math.isnan(v)]) else math.nan
             for seed, values in by_seed.items()}
+
+
+def common_step(runs: Iterable[RunRow]) -> int | None:
+    """The last step at which every finished or stopped run logged the headline metric: where runs stopped early
+    (hyperband) and runs that went on are compared like with like; None when there is no such step."""
+    steps = [{step for step, _ in run.curve} for run in runs if run.status in (FINISHED, STOPPED)]
+    shared = set.intersection(*steps) if steps else set()
+    return max(shared) if shared else None
 
 
 def read_runs(sweep_dir: Path, plan: Plan) -> list[RunRow]:

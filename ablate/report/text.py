@@ -128,13 +128,15 @@ def verdict_text(report: Report, row: VariantRow, spec: str = ".3g") -> str:
     text = c.verdict
     if c.on_failures:
         text += " (fails more often)" if c.verdict == "worse" else " (fails less often)"
-    elif c.verdict == "undecided" and c.reason:
+    elif c.verdict == "undecided" and c.failed[0] * c.failed[3] != c.failed[2] * c.failed[1]:
         text += " (fails more often)" if c.failed[0] * c.failed[3] > c.failed[2] * c.failed[1] else \
             " (the base fails more often)"
     elif c.verdict == "undecided" and c.resolved is not None:
         text += f" (|Δ| < {c.resolved:{spec}})"
     elif c.detail:  # inside the margin, yet not 0
         text = c.statement
+    if c.step is not None:
+        text += f" (at step {c.step})"
     return text + (" (interim)" if c.interim else "")
 
 
