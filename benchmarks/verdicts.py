@@ -8,15 +8,24 @@ prints the rates themselves, for the README.
 - sequential: some verdict of the table false, rows stopped at their first decision (stated: at most 5%); the old
   rule (look again after each added seed) for comparison; power and seeds used against a fixed 10-seed design;
 - failures: every run diverges with probability 0.2 (stated: at most 5% false verdicts); a row whose bad seeds fail.
+- noise shapes: heavy-tailed (t with 3 degrees of freedom) and skewed (lognormal rows against a normal base, equal
+  means) per-seed noise, 3 null rows: some verdict false, each interval covering; how often the skew flag fires.
+- stopped runs: one hyperband band (eta 2) stops the worse half of the runs at the first validation; a row with no
+  effect but noisier than the base, and a row truly worse: how often each is called *better*, by the report
+  (compared at the last step every run reached) and by the rule before it (the survivors' final values).
 
     python benchmarks/verdicts.py [--quick]     # --quick: 4,000 sweeps per cell instead of 20,000
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 
 import _common as C
+from ablate.stats import skew
 from ablate.stats import verdict as V
 from ablate.stats.design import Design, Margin
 from ablate.stats.judge import judge_paired, judge_unpaired
@@ -104,13 +113,50 @@ def failures(rng, sims):
     return rows
 
 
+def shapes(rng, sims):
+    """Three null rows, paired, with per-seed noise that is not normal."""
+    mean_lognormal = np.exp(0.5)
+    draws = {"t(3) noise, both sides": (lambda size: rng.standard_t(3, size), lambda size: rng.standard_t(3, size)),
+             "lognormal rows, normal base": (lambda size: rng.lognormal(0, 1, size) - mean_lognormal,
+                                             lambda size: rng.normal(0, 1, size))}
+    rows = []
+    for label, (row_draw, base_draw) in draws.items():
+        for n in (3, 5, 10):
+            base = base_draw((sims, n))
+            wrong, cover, flagged = np.zeros(sims, bool), np.ones(sims, bool), np.zeros(sims, bool)
+            for _ in range(3):
+                x = row_draw((sims, n))
+                j = judge_paired(x, base, Design(rows=3), "minimize")
+                wrong |= decided(j)
+                cover &= (j.lo <= 0) & (0 <= j.hi)
+                flagged |= np.abs(skew.skewness(x - base)) > skew.threshold(n)
+            rows.append([f"{label}, 3 null rows, n={n}: some verdict false | all cover", wrong.mean(), "≤ 0.05",
+                         f"{cover.mean():.3f}"])
+            rows.append([f"{label}, n={n}: some row flagged skewed", flagged.mean(), "", ""])
+    return rows
+
+
+def stopped(rng, sims):
+    """Runs stopped early by hyperband (tests/stats/stopped.py: the scenarios, through the report's own code)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.stats.stopped import SCENARIOS, rates
+
+    rows = []
+    for scenario in SCENARIOS:
+        measured = rates(rng, scenario, sims // 5)
+        rows.append([f"hyperband, {scenario}: called better (report | survivors only)", measured["better"],
+                     "≤ 0.05", f"{measured['better, survivors only']:.3f}"])
+    return rows
+
+
 def main() -> None:
     args = C.parse_args(__doc__)
     sims = 4000 if args.quick else 20_000
     settings = {"sweeps per cell": sims, "alpha": 0.05, "seed correlation between sides": 0.8}
     info = C.print_header("verdicts: what the report's numbers mean, by simulation", settings)
     rng = np.random.default_rng(2026)
-    rows = coverage(rng, sims) + equivalence(rng, sims) + sequential(rng, sims) + failures(rng, sims)
+    rows = coverage(rng, sims) + equivalence(rng, sims) + sequential(rng, sims) + failures(rng, sims) + \
+        shapes(rng, sims) + stopped(rng, sims)
     print(C.table(["check", "measured", "stated", "disagree | seeds"], rows))
     C.emit("verdicts", info, settings, {r[0]: r[1] for r in rows})
 
