@@ -258,7 +258,8 @@ def skew_note(name: str, c: Comparison, rows: int) -> str:
         f"; the exact sign-flip test, which needs no normality, gives p (adj.) = {c.sign_flip_p:.3g} over the "
         f"2^{c.n} sign patterns (never below {min(1.0, 2 / 2 ** c.n * max(1, rows)):.3g} at {c.n} seeds)")
     return (f"{name}: per-seed differences strongly skewed (G1 = {c.skew:+.2f}, beyond what normal differences "
-            f"reach in 1% of sweeps at {c.n} seeds): the t interval assumes roughly symmetric differences{flip}.")
+            f"reach in 1% of sweeps at {c.n} seeds: a seed far from the rest, or a skewed spread): the t interval "
+            f"assumes roughly symmetric differences{flip}.")
 
 
 def precision_note(report: Report) -> list[str]:

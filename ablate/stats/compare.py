@@ -45,7 +45,7 @@ class Comparison:
     look: int  # seeds at the reported look
     margin: float | None  # in the metric's units
     detectable: float | None  # smallest |Δ| found with 80% power at this look (sd at its 90% upper bound)
-    seeds_for_margin: tuple[int | None, int | None] | None  # undecided rows: a fixed design's seeds (observed sd, upper bound)
+    seeds_for_margin: tuple[int | None, int | None] | None  # undecided rows: a fixed design's seeds (sd, its bound)
     interim: bool  # runs of the row or the base are still going
     reason: str = ""  # why a row is untested or undecided when the interval alone does not say
     detail: str = ""  # what the interval proves beyond the verdict's name (:func:`ablate.stats.verdict.qualifier`)

@@ -88,5 +88,6 @@ def check(d: np.ndarray, rows: int) -> Check:
     d = d[np.isfinite(d)]
     g1 = float(skewness(d)[0]) if len(d) else float("nan")
     p = float(sign_flip_p(d)[0]) if 1 <= len(d) <= SIGN_FLIP_MAX else float("nan")
-    return Check(g1=None if np.isnan(g1) else g1, skewed=bool(abs(g1) > threshold(len(d))) if not np.isnan(g1) else False,
+    skewed = not np.isnan(g1) and bool(abs(g1) > threshold(len(d)))
+    return Check(g1=None if np.isnan(g1) else g1, skewed=skewed,
                  sign_flip_p=None if np.isnan(p) else min(1.0, p * max(1, rows)))

@@ -38,14 +38,16 @@ def table(rng: np.random.Generator, *, seeds: int, delta: float, row_sd: float =
     comparison as the report makes it, and as the survivors-only rule made it."""
     ids = np.arange(seeds)
     shared = rng.normal(0, 1.0, seeds)
-    drawn = {"base": _runs(rng, "base", ids, shared, base_sd, 0.0), "row": _runs(rng, "row", ids, shared, row_sd, delta)}
+    drawn = {"base": _runs(rng, "base", ids, shared, base_sd, 0.0),
+             "row": _runs(rng, "row", ids, shared, row_sd, delta)}
     histories = {rid: [band] for runs in drawn.values() for rid, _, band, _ in runs}
     stop = BAND.to_stop(histories, list(histories), "minimize")
     rows, survivors = [], {}
     for name, runs in drawn.items():
         built = [RunRow(id=rid, variant=name, seed=seed, varied={}, status=STOPPED if rid in stop else FINISHED,
                         run_dir=Path(rid), final={} if rid in stop else {METRIC: end},
-                        curve=((100, band),) if rid in stop else ((100, band), (200, end))) for rid, seed, band, end in runs]
+                        curve=((100, band),) if rid in stop else ((100, band), (200, end)))
+                 for rid, seed, band, end in runs]
         rows.append(variant_row(name, built, (METRIC,), is_base=name == "base"))
         survivors[name] = outcomes(built, METRIC)
     judged, _, _, _ = with_comparisons(rows, METRIC, "minimize", Design(rows=1),
