@@ -105,6 +105,10 @@ def test_hyperband_stops_the_runs_its_rule_stops(tmp_path):
     stuck = json.loads((sweep_dir / _plan(sweep_dir)["runs"][2]["run_dir"] / "result.json").read_text())
     assert stuck["stopped_because"].startswith("stopped by hyperband at iteration") and stuck["step"] < 400
     assert "1 runs stopped early by hyperband" in out.stderr and out.returncode == 0
+    from ablate.report import build_report
+
+    c = next(r for r in build_report(sweep_dir).variants if r.name == "stuck").comparison  # against "good"
+    assert c.step is not None and c.step <= stuck["step"] and "1 of its 2 runs were stopped early" in c.reason
 
 
 @pytest.mark.slow
