@@ -1,6 +1,6 @@
 """The report's factorial sections as cells and sentences: a two-factor design's effects, a ladder's trends.
 
-Each effect is one contrast of the family (:mod:`ablate.report.contrasts`) with its own interval at the same share
+Each effect is one contrast of the family (:mod:`ablate.stats.factorial`) with its own interval at the same share
 of the error as every row of the table, so its verdict reads like a row's: better / worse (the interval excludes
 0), equivalent (inside the margin), undecided (|Δ| < x). An interaction's verdict says whether the effect of one
 factor depends on the other.
@@ -8,7 +8,7 @@ factor depends on the other.
 
 from __future__ import annotations
 
-from ablate.report.contrasts import INTERACTION, WITHIN
+from ablate.stats.factorial import INTERACTION, WITHIN
 from ablate.report.table import Effect, Report, Trend
 from ablate.report.text import FORMATS, NUMBER, format_count, label, pairs_text
 from ablate.stats.compare import Comparison

@@ -19,7 +19,7 @@ from typing import Any
 
 from ablate.report.collect import (FAILED, FINISHED, STOPPED, Plan, RunRow, common_step, outcomes, read_plan,
                                    read_runs)
-from ablate.report.contrasts import (LADDER, SIMPLE, TREND, Contrast, Factorial, factors_of, judge, trend_verdict)
+from ablate.stats.factorial import (LADDER, SIMPLE, TREND, Contrast, Factorial, factors_of, judge, trend_verdict)
 from ablate.stats import verdict as V
 from ablate.stats.compare import Comparison
 from ablate.stats.design import Design
@@ -228,7 +228,7 @@ LEAKS = "not comparable: its mask leaks labels"
 
 
 def factorial(plan: Plan, rows: list[VariantRow]) -> Factorial:
-    """The plan's cells and contrasts (:mod:`ablate.report.contrasts`); a plan without factors compares every variant
+    """The plan's cells and contrasts (:mod:`ablate.stats.factorial`); a plan without factors compares every variant
     with the base, as plans did before they recorded factors."""
     return Factorial(factors_of(plan.factors), {row.name: row.runs[0].factors for row in rows}, plan.base_variant,
                      frozenset(r.name for r in rows if r.leaks_labels), {row.name: row.parameters for row in rows})

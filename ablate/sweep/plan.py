@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
@@ -28,11 +28,10 @@ from ablate.model.diff import module_changes
 from ablate.model.flops import count_flops
 from ablate.model.meta import build_on_meta
 from ablate.runs.files import config_hash, read_json, write_json
+from ablate.stats.factorial import Factorial, factors_of
 from ablate.sweep.match import Match, budget_of, solve
 from ablate.sweep.spec import Point, Sweep, _yaml_value
 
-if TYPE_CHECKING:
-    from ablate.report.contrasts import Factorial
 
 
 @dataclass
@@ -285,9 +284,7 @@ def factor_record(sweep: Sweep) -> list[dict[str, Any]]:
 
 
 def factorial_of(runs: list[PlannedRun], factors: list[dict[str, Any]]) -> Factorial:
-    """The cells and contrasts of planned runs (:class:`ablate.report.contrasts.Factorial`)."""
-    from ablate.report.contrasts import Factorial, factors_of
-
+    """The cells and contrasts of planned runs (:class:`ablate.stats.factorial.Factorial`)."""
     return Factorial(factors_of(factors), {r.variant: r.factors for r in runs}, base_variant(runs),
                      frozenset(r.variant for r in runs if r.leaks_labels), {r.variant: r.parameters for r in runs})
 

@@ -1,6 +1,6 @@
 """Seeds added until every row is decided: a sweep's sequential design (``decide: {max_seeds: N}``) run by its pool.
 
-At each look the queue judges every contrast of the family (:mod:`ablate.report.contrasts`: each row against the
+At each look the queue judges every contrast of the family (:mod:`ablate.stats.factorial`: each row against the
 base row of its stratum, a two-factor design's effects and interactions) on the seeds its cells have ended, with
 the report's own code (the same boundaries and verdicts): a contrast still undecided with fewer than ``max_seeds``
 gets its next seed in every one of its cells (a row and its stratum's base; the four cells of an interaction), so
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from ablate.report.collect import outcomes, read_run
-from ablate.report.contrasts import judge
+from ablate.stats.factorial import judge
 from ablate.stats.design import Design
 from ablate.sweep.plan import Planner, PlannedRun, factor_record, factorial_of
 from ablate.sweep.queue import RunQueue

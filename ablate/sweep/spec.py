@@ -40,13 +40,13 @@ from typing import Any, Iterator
 
 import yaml
 
+from ablate.stats.factorial import LADDER, ROW
 from ablate.sweep.decide import Decide
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.match import Match
 from ablate.sweep.params import Param
 
 ROW_KEYS = ("name", "match")  # a row's own keys; every other key of a row is a config key
-ROW, LADDER = "row", "ladder"  # the factor names of the rows and of the size ladder
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ablate.errors import ConfigError
+from ablate.stats.factorial import LADDER, ROW
 from ablate.sweep.read import load_sweep
 from ablate.sweep.spec import Sweep
 
-ROW, LADDER = "row", "ladder"
 SWEEP = "ablate.sweep"  # the sweep file's text
 EXTRA = "ablate.extra"  # the command line's overrides, as a JSON list
 AGENT_ENV = ("WANDB_RUN_ID", "WANDB_SWEEP_ID", "WANDB_SWEEP_PARAM_PATH")  # what makes a wandb.init the agent's run

@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 from ablate.report import build_report, format_markdown, format_terminal, write_report
-from ablate.report.contrasts import INTERACTION, MAIN, SIMPLE, TREND, WITHIN, Factor, Factorial
+from ablate.stats.factorial import INTERACTION, MAIN, SIMPLE, TREND, WITHIN, Factor, Factorial
 from ablate.stats.design import Design, Margin
 from ablate.stats.judge import judge_paired
 from tests.stats.conftest import mc_se

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ablate.report import build_report, format_markdown, format_terminal
-from ablate.report.contrasts import INTERACTION, MAIN, SIMPLE, WITHIN, Factor, Factorial
+from ablate.stats.factorial import INTERACTION, MAIN, SIMPLE, WITHIN, Factor, Factorial
 from ablate.stats.design import Design
 from ablate.stats.judge import judge_paired
 from tests.report.test_factorial import make, paired_interval, row

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ablate.report.contrasts import SIMPLE, Contrast, judge
+from ablate.stats.factorial import SIMPLE, Contrast, judge
 from ablate.stats.design import Design, Margin
 
 ROW = Contrast(SIMPLE, "v vs base", (("v", 1.0),), (("base", 1.0),), "base", row="v")

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ablate.report.collect import FINISHED, STOPPED, RunRow, outcomes
-from ablate.report.contrasts import Factorial
+from ablate.stats.factorial import Factorial
 from ablate.report.table import variant_row, with_comparisons
 from ablate.stats.compare import Comparison, compare
 from ablate.stats.design import Design
