@@ -9,7 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 from ablate.model import count_parameters
 from ablate.model.flops import count_flops, sequence_length
 from ablate.model.meta import build_on_meta
-from ablate.model.builder import dims
+from ablate.config.dims import dims
 
 
 def describe(cfg: DictConfig) -> dict[str, Any]:

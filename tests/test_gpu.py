@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 import ablate
 from ablate.decode import beam_search, greedy
-from ablate.model.memory import training_bytes
+from ablate.sweep.memory import training_bytes
 from ablate.train.optimizer import adam
 from ablate.train.run import train
 from ablate.train.system import TransformerSystem
@@ -159,7 +159,7 @@ def test_cached_decoding_on_the_gpu_equals_recomputing_and_the_cpu(positional):
 
 
 def test_the_memory_estimate_for_packing_covers_a_real_training_step():
-    """--runs-per-gpu auto divides free memory by ablate.model.memory's estimate: it must not be below what a
+    """--runs-per-gpu auto divides free memory by ablate.sweep.memory's estimate: it must not be below what a
     step really takes (forward, backward, Adam's step), or packed runs run out of memory."""
     cfg = ablate.load_config(None, ["logger=none", "model.n_layers=4", "model.d_model=256", "model.n_heads=8",
                                     "model.d_ff=1024", "data.vocab_size=8000", "data.max_len=64", "data.batch_size=64"])

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable
 from omegaconf import DictConfig, OmegaConf
 
 from ablate import registry
+from ablate.config.dims import dims
 from ablate.errors import NoEffect
 
 # Keys read outside the components, whatever the variants: the model's input layer and output, the trainer.
@@ -88,8 +89,6 @@ def check_reads(cfg: DictConfig, keys: Iterable[tuple[str, Any, str]]) -> None:
 def effective(cfg: DictConfig) -> dict[str, Any]:
     """What decides the trained model: the config without what is not read, how it is logged or where it is
     written, with d_k and d_v resolved. Two runs with equal ``effective`` configs train the same model."""
-    from ablate.model.builder import dims  # the builder imports every component
-
     data = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     for key in ("name", "output_dir", "wandb", "logger", "imports"):
         data.pop(key, None)

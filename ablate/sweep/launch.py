@@ -12,11 +12,11 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from ablate.errors import ConfigError
+from ablate.sweep.memory import training_bytes
 from ablate.sweep.plan import (Planner, PlannedRun, base_variant, default_sweep_dir, factor_record, factorial_of,
                                plan_record, read_planned, run_config, write_plan)
 from ablate.sweep.decide import design_of
 from ablate.sweep.queue import BayesQueue, RunQueue, StreamQueue
-from ablate.model.memory import training_bytes
 from ablate.sweep.runner import Outcome, execute, pending, slots
 from ablate.sweep.spec import Sweep
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from ablate.config.schema import Arch
-from ablate.model.builder import dims, layer_counts
+from ablate.config.dims import dims, layer_counts
 from ablate.train.precision import resolve_precision
 
 CONTEXT_BYTES = 1 << 30
