@@ -69,7 +69,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _check(args)
     sweep = load_sweep(args.sweep)
     if args.max_seeds is not None:
-        from ablate.sweep.decide import check_max_seeds, check_sequential
+        from ablate.sweep.decide import check_max_seeds
+        from ablate.sweep.read import check_sequential
 
         sweep.decide = replace(sweep.decide, max_seeds=check_max_seeds(args.max_seeds, "--max-seeds", "command line"))
         check_sequential(sweep, "--max-seeds")

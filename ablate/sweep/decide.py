@@ -7,19 +7,17 @@
 
 Without ``max_seeds`` the design is fixed: each row runs the sweep's seeds and is judged once. A sequential design
 needs a grid sweep whose seeds are listed (``parameters.seed: {values: [0, 1, 2]}``: the first seeds of every row)
-and no early termination (a stopped run is no outcome).
+and no early termination; that needs the whole sweep, so the sweep reader checks it
+(:func:`ablate.sweep.read.check_sequential`). This module reads the ``decide:`` key alone.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ablate.errors import ConfigError
-from ablate.stats.design import ALPHA, MAX_SEEDS, Design, Margin
-
-if TYPE_CHECKING:
-    from ablate.sweep.spec import Sweep
+from ablate.stats.design import ALPHA, MAX_SEEDS, Margin
 
 KEYS = ("margin", "max_seeds", "alpha")
 
@@ -58,34 +56,3 @@ def check_max_seeds(value: Any, key: str, source: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= MAX_SEEDS:
         raise ConfigError(key, value, f"an integer from 2 to {MAX_SEEDS}: the most seeds a row gets", source)
     return value
-
-
-def check_sequential(sweep: Sweep, key: str = "decide.max_seeds") -> None:
-    """A sequential design needs a grid over listed seeds, fewer than ``max_seeds`` of them, and no early stops.
-
-    Raises:
-        ConfigError: naming the key that stands in the way.
-    """
-    n = sweep.decide.max_seeds
-    if n is None:
-        return
-    source = str(sweep.path)
-    if sweep.method != "grid":
-        raise ConfigError(key, n, "no max_seeds for method " f"{sweep.method}: seeds are added to the rows of a grid",
-                          source)
-    if sweep.early_terminate is not None:
-        raise ConfigError(key, n, "no max_seeds with early_terminate: a run stopped early is no outcome to judge",
-                          source)
-    seeds = sweep.seeds
-    if seeds == [None] or not all(isinstance(s, int) for s in seeds):
-        raise ConfigError(key, n, "a listed seed parameter (parameters.seed: {values: [0, 1, 2]}): the seeds "
-                          "every row starts with", source)
-    if n < len(seeds):
-        raise ConfigError(key, n, f"at least the {len(seeds)} seeds every row starts with", source)
-
-
-def design_of(sweep: Sweep, rows: int) -> Design:
-    """The sweep's design with a family of ``rows`` comparisons."""
-    first = tuple(s for s in sweep.seeds if isinstance(s, int))
-    return Design(alpha=sweep.decide.alpha, rows=max(1, rows), margin=sweep.decide.margin, first=first,
-                  max_seeds=sweep.decide.max_seeds)

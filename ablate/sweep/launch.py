@@ -15,7 +15,6 @@ from ablate.errors import ConfigError
 from ablate.sweep.memory import training_bytes
 from ablate.sweep.plan import (Planner, PlannedRun, base_variant, default_sweep_dir, factor_record, factorial_of,
                                plan_record, read_planned, run_config, write_plan)
-from ablate.sweep.decide import design_of
 from ablate.sweep.queue import BayesQueue, RunQueue, StreamQueue
 from ablate.sweep.runner import Outcome, execute, pending, slots
 from ablate.sweep.spec import Sweep
@@ -163,7 +162,7 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
         from ablate.sweep.sequential import SequentialQueue  # scipy: only when a sweep runs looks
 
         family = factorial_of(runs, factor_record(sweep)).family()
-        queue = SequentialQueue(sweep, sweep_dir, planner, runs, todo, design_of(sweep, len(family)), save,
+        queue = SequentialQueue(sweep, sweep_dir, planner, runs, todo, sweep.design(len(family)), save,
                                 lambda added: pending(added, sweep_dir, retry_failed, evaluate)[0])
         todo_ids = {r.id for r in queue.todo}
     else:

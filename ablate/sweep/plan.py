@@ -258,8 +258,6 @@ def read_planned(sweep_dir: Path) -> list[PlannedRun]:
 
 def plan_record(sweep: Sweep, runs: list[PlannedRun]) -> dict[str, Any]:
     """The plan as plan.json holds it: the sweep's identity, metric and design, and every planned run."""
-    from ablate.sweep.decide import design_of  # the design's family is the plan's compared variants
-
     factors = factor_record(sweep)
     return {
         "name": sweep.name,
@@ -269,7 +267,7 @@ def plan_record(sweep: Sweep, runs: list[PlannedRun]) -> dict[str, Any]:
         "base_variant": base_variant(runs),
         "varied_keys": list(runs[0].varied) if runs else [],
         "factors": factors,
-        "design": design_of(sweep, len(factorial_of(runs, factors).family())).to_json(),
+        "design": sweep.design(len(factorial_of(runs, factors).family())).to_json(),  # the compared variants
         "runs": [asdict(r) for r in runs],
     }
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ablate.errors import ConfigError, check_name
 from ablate.runs.metrics import allowed, known
-from ablate.sweep.decide import check_sequential, parse_decide
+from ablate.sweep.decide import parse_decide
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.match import Match
 from ablate.sweep.params import GRIDDABLE, Param, flatten
@@ -147,6 +147,30 @@ def _parse_metric(spec: Any, source: str) -> dict[str, Any]:
 def _check_controller(spec: Any, source: str) -> None:
     if spec is not None and (not isinstance(spec, dict) or spec.get("type") not in ("local", "cloud")):
         raise ConfigError("controller", spec, "{type: local} or {type: cloud}", source)
+
+
+def check_sequential(sweep: Sweep, key: str = "decide.max_seeds") -> None:
+    """A sequential design needs a grid over listed seeds, fewer than ``max_seeds`` of them, and no early stops.
+
+    Raises:
+        ConfigError: naming the key that stands in the way.
+    """
+    n = sweep.decide.max_seeds
+    if n is None:
+        return
+    source = str(sweep.path)
+    if sweep.method != "grid":
+        raise ConfigError(key, n, "no max_seeds for method " f"{sweep.method}: seeds are added to the rows of a grid",
+                          source)
+    if sweep.early_terminate is not None:
+        raise ConfigError(key, n, "no max_seeds with early_terminate: a run stopped early is no outcome to judge",
+                          source)
+    seeds = sweep.seeds
+    if seeds == [None] or not all(isinstance(s, int) for s in seeds):
+        raise ConfigError(key, n, "a listed seed parameter (parameters.seed: {values: [0, 1, 2]}): the seeds "
+                          "every row starts with", source)
+    if n < len(seeds):
+        raise ConfigError(key, n, f"at least the {len(seeds)} seeds every row starts with", source)
 
 
 def load_sweep(path: str | Path) -> Sweep:

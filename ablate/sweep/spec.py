@@ -40,6 +40,7 @@ from typing import Any, Iterator
 
 import yaml
 
+from ablate.stats.design import Design
 from ablate.stats.factorial import LADDER, ROW
 from ablate.sweep.decide import Decide
 from ablate.sweep.hyperband import Hyperband
@@ -88,6 +89,12 @@ class Sweep:
     raw: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def design(self, rows: int) -> Design:
+        """The sweep's design (:mod:`ablate.stats.design`) with a family of ``rows`` comparisons."""
+        first = tuple(s for s in self.seeds if isinstance(s, int))
+        return Design(alpha=self.decide.alpha, rows=max(1, rows), margin=self.decide.margin, first=first,
+                      max_seeds=self.decide.max_seeds)
+
     def target(self) -> float | None:
         """metric.target: once a run reaches it, no new run starts (W&B's rule)."""
         return self.metric.get("target")
