@@ -118,6 +118,14 @@ def read_json(path: Path) -> Any:
         raise ConfigError("file", str(path), f"a JSON file as ablate writes it ({reason})") from None
 
 
+def read_history(run_dir: Path, metric: str) -> list[float]:
+    """The values a run has logged for ``metric``, one per validation (its ``progress.json``); [] before it has."""
+    try:
+        return [v for _, v in read_json(Path(run_dir) / PROGRESS_FILE).get("history", {}).get(metric, [])]
+    except (OSError, ValueError):  # not written yet
+        return []
+
+
 def read_result(run_dir: Path) -> dict[str, Any] | None:
     """The run's result.json, or None when there is none yet.
 

@@ -13,7 +13,7 @@ from collections import deque
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ablate.runs.files import read_result
+from ablate.runs.files import read_history, read_result
 from ablate.sweep.plan import Planner, PlannedRun
 from ablate.sweep.spec import Sweep
 
@@ -139,10 +139,9 @@ class BayesQueue(RunQueue):
 
     def _ended(self) -> list[list[float]]:
         """The logged histories of every ended run (what W&B's ``worst`` imputation looks at)."""
-        from ablate.sweep.runner import history
-
+        metric = self.sweep.metric["name"]
         return [h for r in self.runs if (read_result(self.sweep_dir / r.run_dir) or {}).get("status") in SETTLED
-                and (h := [v for v in history(self.sweep_dir, r, self.sweep.metric["name"]) if math.isfinite(v)])]
+                and (h := [v for v in read_history(self.sweep_dir / r.run_dir, metric) if math.isfinite(v)])]
 
 
 def run_score(sweep: Sweep, sweep_dir: Path, run: PlannedRun, ended: list[list[float]]) -> float:
@@ -150,11 +149,9 @@ def run_score(sweep: Sweep, sweep_dir: Path, run: PlannedRun, ended: list[list[f
     by hyperband, the best value it logged; a failed one (or one without a finite value) by ``metric.impute``:
     ``worst`` (W&B's default: the worst value any ended run logged, 0 when none did), ``best`` or ``latest`` (its
     own best or last logged value, 0 when it logged none)."""
-    from ablate.sweep.runner import history
-
     name, minimize = sweep.metric["name"], sweep.metric["goal"] == "minimize"
     status = (read_result(sweep_dir / run.run_dir) or {}).get("status")
-    own = [v for v in history(sweep_dir, run, name) if math.isfinite(v)]
+    own = [v for v in read_history(sweep_dir / run.run_dir, name) if math.isfinite(v)]
     best = (min if minimize else max)
     if status == "finished" and (value := final_value(sweep_dir, run, name)) is not None and math.isfinite(value):
         return value

@@ -29,7 +29,7 @@ from typing import Callable
 import torch
 from tqdm import tqdm
 
-from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_json, read_result, write_atomic, write_json
+from ablate.runs.files import STOP_FILE, read_history, read_result, write_atomic, write_json
 from ablate.runs.lock import EXIT_LOCKED
 from ablate.sweep import warm
 from ablate.sweep.hyperband import Hyperband
@@ -256,18 +256,9 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
 MONITOR_EVERY = 2.0  # seconds between hyperband checks
 
 
-def history(sweep_dir: Path, run: PlannedRun, metric: str) -> list[float]:
-    """The values a run has logged for ``metric``, one per validation (``progress.json``)."""
-    path = sweep_dir / run.run_dir / PROGRESS_FILE
-    try:
-        return [v for _, v in read_json(path).get("history", {}).get(metric, [])]
-    except (OSError, ValueError):  # not written yet
-        return []
-
-
 def _stop_runs(rule: Hyperband, sweep_dir: Path, runs: list[PlannedRun], running: list[PlannedRun], metric: str,
                goal: str) -> None:
-    histories = {r.id: history(sweep_dir, r, metric) for r in runs}
+    histories = {r.id: read_history(sweep_dir / r.run_dir, metric) for r in runs}
     for run_id, reason in rule.to_stop(histories, [r.id for r in running], goal).items():
         stop = sweep_dir / next(r.run_dir for r in running if r.id == run_id) / STOP_FILE
         if not stop.exists():
