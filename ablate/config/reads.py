@@ -94,15 +94,17 @@ def effective(cfg: DictConfig) -> dict[str, Any]:
         data.pop(key, None)
     data["model"].update({k: v for k, v in dims(cfg.model).items() if k in ("d_k", "d_v")})
     data["trainer"].pop("enable_progress_bar", None)
-    flat = _flatten(data)
+    flat = flatten(data)
     return {k: v for k, v in flat.items() if unread_reason(cfg, k) is None}
 
 
-def _flatten(node: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(node: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config as dotted keys (``{"model": {"d_model": 512}}`` -> ``{"model.d_model": 512}``); an empty
+    mapping stays a value of its own key."""
     out: dict[str, Any] = {}
     for key, value in node.items():
         if isinstance(value, dict) and value:
-            out.update(_flatten(value, f"{prefix}{key}."))
+            out.update(flatten(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = value
     return out

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import ConfigError
-from ablate.runs.files import read_json, read_metrics, read_result
+from ablate.runs.files import final_value, read_json, read_metrics, read_result
 from ablate.runs.metrics import EVALUATED  # top-level entries ``ablate evaluate`` adds to result.json
 from ablate.stats.design import Design
 
@@ -93,7 +93,7 @@ class RunRow:
 
     def value(self, key: str) -> float | None:
         """The run's *final* value of ``key``, its best when the final lacks it; None when that is not finite."""
-        return _finite((self.final if key in self.final else self.best).get(key))
+        return _finite(final_value({"final": self.final, "best": self.best}, key))
 
     def diverged(self, key: str) -> bool:
         """It logged ``key`` (final, else best) as NaN or infinite."""

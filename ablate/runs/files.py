@@ -25,6 +25,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from ablate.config.reads import flatten
 from ablate.errors import ConfigError
 
 
@@ -44,19 +45,10 @@ def config_hash(cfg: DictConfig) -> str:
 def config_changes(old: DictConfig, new: DictConfig) -> list[str]:
     """The keys whose values differ between two resolved configs, ``key: old -> new``, identity keys left out (what
     :func:`config_hash` leaves out)."""
-    flat = [_flatten(OmegaConf.to_container(c, resolve=True, enum_to_str=True)) for c in (old, new)]
+    flat = [flatten(OmegaConf.to_container(c, resolve=True, enum_to_str=True)) for c in (old, new)]
     keys = sorted(set(flat[0]) | set(flat[1]))
     return [f"{k}: {flat[0].get(k, '(unset)')} -> {flat[1].get(k, '(unset)')}" for k in keys
             if flat[0].get(k) != flat[1].get(k) and k.split(".")[0] not in ("output_dir", "wandb")]
-
-
-def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(data, dict):
-        return {prefix: data}
-    out: dict[str, Any] = {}
-    for k, v in data.items():
-        out.update(_flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
-    return out
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -124,6 +116,16 @@ def read_history(run_dir: Path, metric: str) -> list[float]:
         return [v for _, v in read_json(Path(run_dir) / PROGRESS_FILE).get("history", {}).get(metric, [])]
     except (OSError, ValueError):  # not written yet
         return []
+
+
+def final_value(result: dict[str, Any], metric: str) -> float | None:
+    """A run's value of ``metric`` at its end, from its result: the final value, else the best (a last validation
+    that did not log it); None when neither is a number. NaN and infinities are numbers here: a diverged run."""
+    for part in (result.get("final") or {}, result.get("best") or {}):
+        value = part.get(metric)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
 
 
 def read_result(run_dir: Path) -> dict[str, Any] | None:

@@ -13,22 +13,22 @@ from collections import deque
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ablate.runs.files import read_history, read_result
+from ablate.runs.files import final_value, read_history, read_result
 from ablate.sweep.plan import Planner, PlannedRun
 from ablate.sweep.spec import Sweep
 
 SETTLED = ("finished", "failed", "stopped")
 
 
-def final_value(sweep_dir: Path, run: PlannedRun, metric: str) -> float | None:
+def run_value(sweep_dir: Path, run: PlannedRun, metric: str) -> float | None:
     """A settled run's final value of the sweep's metric (its best when the final is missing)."""
     result = read_result(sweep_dir / run.run_dir) or {}
     if result.get("status") != "finished":
         return None
-    for part in (result.get("final") or {}, result.get("best") or {}, result):
-        if isinstance(part.get(metric), (int, float)):
-            return float(part[metric])
-    return None
+    value = final_value(result, metric)
+    if value is None and isinstance(result.get(metric), (int, float)):  # test/bleu: ablate evaluate adds it
+        value = float(result[metric])
+    return value
 
 
 class RunQueue:
@@ -50,7 +50,7 @@ class RunQueue:
 
     def settled(self, run: PlannedRun) -> None:
         """A run has ended (finished, failed, stopped): close the queue once one reaches the metric's target."""
-        value = final_value(self.sweep_dir, run, self.sweep.metric["name"])
+        value = run_value(self.sweep_dir, run, self.sweep.metric["name"])
         if self.closed is None and self.sweep.reached(value):
             self.closed = f"{run.id} ({run.variant}) reached metric.target: {self.sweep.metric['name']} = {value:.6g}"
 
@@ -153,7 +153,7 @@ def run_score(sweep: Sweep, sweep_dir: Path, run: PlannedRun, ended: list[list[f
     status = (read_result(sweep_dir / run.run_dir) or {}).get("status")
     own = [v for v in read_history(sweep_dir / run.run_dir, name) if math.isfinite(v)]
     best = (min if minimize else max)
-    if status == "finished" and (value := final_value(sweep_dir, run, name)) is not None and math.isfinite(value):
+    if status == "finished" and (value := run_value(sweep_dir, run, name)) is not None and math.isfinite(value):
         return value
     if status == "stopped" and own:
         return best(own)

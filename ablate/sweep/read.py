@@ -12,7 +12,7 @@ from ablate.sweep.decide import parse_decide
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.match import Match
 from ablate.sweep.params import GRIDDABLE, Param, flatten
-from ablate.sweep.spec import Sweep, _row_values, _short, _yaml_value
+from ablate.sweep.spec import DEFAULT_VARIANT, Sweep, _row_values, _short, _yaml_value
 from ablate.yamlio import load_yaml_file
 
 ABLATE_KEYS = {"base", "rows", "ladder", "sampler_seed", "match", "evaluate", "decide"}
@@ -76,7 +76,7 @@ def _parse_rows(rows: Any, source: str, key: str = "rows") -> list[dict[str, Any
     out, names = [], set()
     for i, row in enumerate(rows):
         values = _row_values(row)
-        name = str(row.get("name") or ", ".join(_short(k, v) for k, v in values.items()) or "base")
+        name = str(row.get("name") or ", ".join(_short(k, v) for k, v in values.items()) or DEFAULT_VARIANT)
         if name in names:
             raise ConfigError(f"{key}[{i}].name", name, "a name no other row has", source)
         names.add(name)

@@ -47,6 +47,7 @@ from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.match import Match
 from ablate.sweep.params import Param
 
+DEFAULT_VARIANT = "base"  # the name of a row, or of a point, that sets nothing
 ROW_KEYS = ("name", "match")  # a row's own keys; every other key of a row is a config key
 
 
@@ -88,13 +89,13 @@ class Sweep:
     ignored: list[str] = field(default_factory=list)  # W&B keys present that ablate does not honour
     raw: dict[str, Any] = field(default_factory=dict)
 
-    @property
     def design(self, rows: int) -> Design:
         """The sweep's design (:mod:`ablate.stats.design`) with a family of ``rows`` comparisons."""
         first = tuple(s for s in self.seeds if isinstance(s, int))
         return Design(alpha=self.decide.alpha, rows=max(1, rows), margin=self.decide.margin, first=first,
                       max_seeds=self.decide.max_seeds)
 
+    @property
     def target(self) -> float | None:
         """metric.target: once a run reaches it, no new run starts (W&B's rule)."""
         return self.metric.get("target")
@@ -233,7 +234,7 @@ def _variant_name(row: dict[str, Any], sampled: dict[str, Any], params: dict[str
     varied = [k for k in sampled if not params[k].constant]
     parts = [row["name"]] if row.get("name") else [_short(k, v) for k, v in _row_values(row).items()]
     parts += [step] + [_short(k, _fmt(sampled[k])) for k in varied]
-    return ", ".join(p for p in parts if p) or "base"
+    return ", ".join(p for p in parts if p) or DEFAULT_VARIANT
 
 
 def _fmt(value: Any) -> Any:
