@@ -11,6 +11,7 @@ from torch import nn
 
 import ablate
 from ablate import registry
+from ablate.registry import variants
 from ablate.errors import ConfigError
 
 
@@ -35,6 +36,23 @@ def test_registering_a_name_twice_is_an_error():
 def test_unknown_kind_is_an_error():
     with pytest.raises(registry.RegistrationError, match="unknown component kind"):
         registry.register("nope", "x")(object)
+
+
+def test_a_summary_wrapped_over_lines_describes_a_variant_on_one_line():
+    def wrapped():
+        """Queries scaled by a learned temperature per head, a summary long enough to wrap
+        (Someone et al. 2020).
+
+        Details that ``ablate components`` does not print."""
+
+    def undocumented():
+        pass
+
+    assert variants.summary(wrapped) == ("Queries scaled by a learned temperature per head, a summary long enough "
+                                         "to wrap (Someone et al. 2020).")
+    assert variants.summary(undocumented) == ""
+    mla = next(e for e in registry.entries("attention") if e.name == "mla")
+    assert mla.description.endswith("per position (DeepSeek-AI 2024, DeepSeek-V2).")  # its docstring wraps there
 
 
 def test_params_split_context_from_user_arguments():
@@ -92,7 +110,8 @@ def test_entry_points_are_loaded(monkeypatch):
             loaded.append(True)
 
     monkeypatch.setattr(registry.plugins, "_entry_points_loaded", False)
-    monkeypatch.setattr(registry.plugins, "entry_points", lambda group: [FakeEntryPoint()] if group == "ablate.components" else [])
+    monkeypatch.setattr(registry.plugins, "entry_points",
+                        lambda group: [FakeEntryPoint()] if group == "ablate.components" else [])
     registry.load_plugins()
     assert loaded == [True]
 
@@ -102,7 +121,8 @@ def test_a_plain_module_registered_as_a_positional_is_refused_at_import():
         def forward(self, x, offset=0):
             return x * 0
 
-    pattern = r"cannot register positional 'zeros': .*ZerosPE does not implement .*Positional \(missing: .*rotate.*score_bias"
+    pattern = (r"cannot register positional 'zeros': .*ZerosPE does not implement .*Positional "
+               r"\(missing: .*rotate.*score_bias")
     with pytest.raises(registry.RegistrationError, match=pattern):
         registry.register("positional", "zeros")(ZerosPE)
     assert "zeros" not in registry.names("positional")
@@ -197,8 +217,9 @@ def test_a_user_kind_and_user_variants_are_listed_built_and_trained(tmp_path):
     for text in ("activation: the nonlinearity", "relu2", "mlp", "temperature", "init: float = 1.0", "learned_alibi"):
         assert text in listed.stdout, text
     overrides = ["logger=none", "model.ffn=mlp", "model.activation=relu2", "model.attention=temperature",
-                 "model.positional=learned_alibi", "model.n_layers=1", "model.d_model=32", "data.task_args={n_train: 64}",
-                 "train.max_steps=4", "train.val_every=2", "trainer.enable_progress_bar=false", "output_dir=run"]
+                 "model.positional=learned_alibi", "model.n_layers=1", "model.d_model=32",
+                 "data.task_args={n_train: 64}", "train.max_steps=4", "train.val_every=2",
+                 "trainer.enable_progress_bar=false", "output_dir=run"]
     trained = run("train", "--import", "user_parts", *overrides)
     assert trained.returncode == 0, trained.stderr[-2000:]
     assert json.loads((tmp_path / "run" / "result.json").read_text())["status"] == "finished"

@@ -12,7 +12,8 @@ from torch import nn
 from ablate.registry import declare_kind, register
 
 KIND = declare_kind("ffn", key="model.ffn", interface=nn.Module, default="relu",
-                    description="position-wise feed-forward network of inner size d_ff: (B, T, d_model) -> (B, T, d_model)")
+                    description="position-wise feed-forward network of inner size d_ff: "
+                                "(B, T, d_model) -> (B, T, d_model)")
 
 
 class FeedForward(nn.Module):
@@ -87,7 +88,8 @@ ACTIVATIONS: dict[str, tuple[type[nn.Module], str]] = {
 
 GATES: dict[str, tuple[type[nn.Module], str]] = {
     "glu": (nn.Sigmoid, "GLU with a sigmoid gate: (sigmoid(x W) * x V) W2 (Dauphin et al. 2017; Shazeer 2020)."),
-    "bilinear": (nn.Identity, "Bilinear GLU, no activation: (x W * x V) W2 (Shazeer 2020; LiGLU in Narang et al. 2021)."),
+    "bilinear": (nn.Identity,
+                 "Bilinear GLU, no activation: (x W * x V) W2 (Shazeer 2020; LiGLU in Narang et al. 2021)."),
 }
 
 

@@ -40,7 +40,8 @@ TALKING_HEADS_INIT = {"random": _truncated_normal, "identity": nn.init.eye_}
 
 @register("attention", "talking_heads")
 class TalkingHeadsAttention(Attention):
-    """Heads mixed by learned h x h projections of the logits before the softmax and of the weights after it (Shazeer et al. 2020)."""
+    """Heads mixed by learned h x h projections of the logits before the softmax and of the weights after it
+    (Shazeer et al. 2020)."""
 
     def __init__(self, *, d_model: int, n_heads: int, d_k: int, d_v: int, attention_dropout: float = 0.0,
                  positional: Positional | None = None, cross: bool = False, init: str = "random"):
@@ -94,7 +95,8 @@ class TalkingHeadsAttention(Attention):
 
 @register("attention", "gated")
 class GatedAttention(Attention):
-    """Each head's output gated elementwise by sigmoid(x W_theta) before W^O (Qiu et al. 2025, Gated Attention for LLMs)."""
+    """Each head's output gated elementwise by sigmoid(x W_theta) before W^O
+    (Qiu et al. 2025, Gated Attention for LLMs)."""
 
     def __init__(self, *, d_model: int, n_heads: int, d_k: int, d_v: int, attention_dropout: float = 0.0,
                  positional: Positional | None = None, cross: bool = False):
@@ -120,7 +122,8 @@ def lambda_init(layer: int) -> float:
 
 @register("attention", "differential")
 class DifferentialAttention(Attention):
-    """Two softmax maps per head subtracted, (A1 - lambda A2) V, each head RMS-normalised (Ye et al. 2024, Differential Transformer)."""
+    """Two softmax maps per head subtracted, (A1 - lambda A2) V, each head RMS-normalised
+    (Ye et al. 2024, Differential Transformer)."""
 
     def __init__(self, *, d_model: int, n_heads: int, d_k: int, d_v: int, attention_dropout: float = 0.0,
                  positional: Positional | None = None, cross: bool = False, layer: int = 0):
@@ -161,9 +164,10 @@ class DifferentialAttention(Attention):
         Q1 and Q2 are each head's even and odd dimensions (likewise K1, K2): RoPE rotates pairs (i, i + d_k/2),
         which then lie within one half when d_k/2 is even, so each map keeps RoPE's relative positions (and Q1
         sees RoPE's frequencies at d_k/2; partial_rope's pairs (i, i + rotary/2) likewise when rotary/2 is even).
-        With d_k/2 odd, every split splits some pair and the maps see some absolute position. Two SDPA calls; attention dropout acts on each map (the authors'
-        code drops out their difference; the same at attention_dropout=0). ``keep_weights`` keeps
-        A1 - lambda A2. The score bias (ALiBi, T5, Shaw) is added to both maps.
+        With d_k/2 odd, every split splits some pair and the maps see some absolute position. Two SDPA calls;
+        attention dropout acts on each map (the authors' code drops out their difference; the same at
+        attention_dropout=0). ``keep_weights`` keeps A1 - lambda A2. The score bias (ALiBi, T5, Shaw) is added
+        to both maps.
         """
         q1, q2 = q[..., 0::2], q[..., 1::2]  # (B, h, T_q, d_k/2) each
         k1, k2 = k[..., 0::2], k[..., 1::2]  # (B, h, T_k, d_k/2) each

@@ -31,7 +31,8 @@ from ablate.registry import register
 
 @register("attention", "mla")
 class MultiHeadLatentAttention(Attention):
-    """Keys and values up-projected from a cached latent c_KV = W^DKV x of d_latent per position (DeepSeek-AI 2024, DeepSeek-V2)."""
+    """Keys and values up-projected from a cached latent c_KV = W^DKV x of d_latent per position
+    (DeepSeek-AI 2024, DeepSeek-V2)."""
 
     def __init__(self, *, d_model: int, n_heads: int, d_k: int, d_v: int, attention_dropout: float = 0.0,
                  positional: Positional | None = None, cross: bool = False, d_latent: int = 64,

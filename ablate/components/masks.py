@@ -129,7 +129,8 @@ class SlidingWindowMask(Mask):
 
 @register("mask", "prefix_lm")
 class PrefixLMMask(Mask):
-    """Bidirectional over the first `prefix_len` positions, causal after; only the rest is scored (Raffel et al. 2020, T5)."""
+    """Bidirectional over the first `prefix_len` positions, causal after; only the rest is scored
+    (Raffel et al. 2020, T5)."""
 
     looks_ahead = True
 
@@ -151,7 +152,8 @@ class PrefixLMMask(Mask):
 
 @register("mask", "local_global")
 class LocalGlobalMask(Mask):
-    """Sliding-window (local) layers interleaved with causal (global) ones, `local_per_global` local layers to each global (Beltagy et al. 2020; Gemma Team 2024)."""
+    """Sliding-window (local) layers interleaved with causal (global) ones, `local_per_global` local layers to
+    each global (Beltagy et al. 2020; Gemma Team 2024)."""
 
     looks_ahead = False
 

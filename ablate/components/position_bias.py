@@ -77,7 +77,8 @@ def _check_buckets(num_buckets: int, max_distance: int) -> None:
 
 @register("positional", "t5_bias")
 class T5RelativeBias(Positional):
-    """A learned scalar per head for each bucket of relative position, shared by a stack's layers (Raffel et al. 2020)."""
+    """A learned scalar per head for each bucket of relative position, shared by a stack's layers
+    (Raffel et al. 2020)."""
 
     def __init__(self, *, n_heads: int, d_model: int, stack: str, num_buckets: int = 32, max_distance: int = 128):
         super().__init__()
@@ -98,7 +99,8 @@ class T5RelativeBias(Positional):
 
 @register("positional", "t5_bias_layer")
 class T5BiasPerLayer(PerLayerPositional):
-    """T5's bucketed relative bias with a table of its own in every layer, not shared by the stack (as Narang et al. 2021 compared; Raffel et al. 2020 share one)."""
+    """T5's bucketed relative bias with a table of its own in every layer, not shared by the stack
+    (as Narang et al. 2021 compared; Raffel et al. 2020 share one)."""
 
     def __init__(self, *, n_heads: int, d_model: int, stack: str, num_buckets: int = 32, max_distance: int = 128):
         super().__init__()

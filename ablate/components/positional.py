@@ -9,8 +9,9 @@ A positional component may act at any of three hooks; the base class makes each 
 - ``query_bias(q, t_k)``: a score bias that depends on the queries (Shaw et al.'s relative keys).
 
 One component serves a whole stack (every layer of the encoder, or of the decoder), built with
-``stack`` = ``"encoder"`` or ``"decoder"``; ``for_layer(i)`` gives layer i its own when a variant wants that. ``max_len`` is the longest sequence it can encode (None:
-any length), which decoding and length-extrapolation evaluation respect.
+``stack`` = ``"encoder"`` or ``"decoder"``; ``for_layer(i)`` gives layer i its own when a variant wants that.
+``max_len`` is the longest sequence it can encode (None: any length), which decoding and length-extrapolation
+evaluation respect.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ class Positional(nn.Module):
         return x
 
     def score_bias(self, t_q: int, t_k: int) -> torch.Tensor | None:
-        """A bias (h, T_q, T_k) added to the attention scores, queries being the last T_q of T_k positions; None: none."""
+        """A bias (h, T_q, T_k) added to the attention scores, queries being the last T_q of T_k positions;
+        None: none."""
         return None
 
     def query_bias(self, q: torch.Tensor, t_k: int) -> torch.Tensor | None:
@@ -62,14 +64,16 @@ class PerLayerPositional(Positional):
 
 
 KIND = declare_kind("positional", key="model.positional", interface=Positional, default="sinusoidal",
-                    description="position information: added to the input, applied to queries and keys, or a score bias")
+                    description="position information: added to the input, applied to queries and keys, "
+                                "or a score bias")
 
 
 def sinusoid_table(length: int, d_model: int) -> torch.Tensor:
     """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...) (section 3.5). Returns (length, d_model),
     computed on the CPU (a constant, whatever the default device)."""
     pos = torch.arange(length, dtype=torch.float64, device="cpu").unsqueeze(1)  # (T, 1)
-    inv_freq = torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64, device="cpu") / d_model)  # (ceil(d/2),)
+    inv_freq = torch.pow(10000.0,
+                         -torch.arange(0, d_model, 2, dtype=torch.float64, device="cpu") / d_model)  # (ceil(d/2),)
     table = torch.zeros(length, d_model, dtype=torch.float64, device="cpu")
     table[:, 0::2] = torch.sin(pos * inv_freq)
     table[:, 1::2] = torch.cos(pos * inv_freq[: d_model // 2])
@@ -147,7 +151,8 @@ class RotaryPositional(Positional):
 
 @register("positional", "partial_rope")
 class PartialRotary(RotaryPositional):
-    """RoPE on the first `fraction` of each head's d_k, the rest left unrotated (Black et al. 2022, GPT-NeoX-20B; Wang & Komatsuzaki 2021, GPT-J)."""
+    """RoPE on the first `fraction` of each head's d_k, the rest left unrotated
+    (Black et al. 2022, GPT-NeoX-20B; Wang & Komatsuzaki 2021, GPT-J)."""
 
     def __init__(self, *, d_k: int, base: float = 10000.0, fraction: float = 0.25):
         rotary = 2 * int(fraction * d_k / 2)  # an even number of dimensions, rotated in pairs (i, i + rotary/2)

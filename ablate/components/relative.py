@@ -50,7 +50,8 @@ class RelativeKeyTable(Positional):
 
 @register("positional", "relative")
 class RelativeKeys(PerLayerPositional):
-    """Relative position representations: q_i . a^K_ij added to each score, a^K per clipped distance j - i, per layer (Shaw et al. 2018)."""
+    """Relative position representations: q_i . a^K_ij added to each score, a^K per clipped distance j - i,
+    per layer (Shaw et al. 2018)."""
 
     def __init__(self, *, d_k: int, n_heads: int, clip: int = 16):
         super().__init__()

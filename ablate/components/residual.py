@@ -67,7 +67,8 @@ class PreNorm(Residual):
 
 @register("norm_position", "sandwich")
 class SandwichNorm(Residual):
-    """x + Dropout(Norm(Sublayer(Norm(x)))): pre-norm plus a norm of the sub-layer's output (Ding et al. 2021, CogView)."""
+    """x + Dropout(Norm(Sublayer(Norm(x)))): pre-norm plus a norm of the sub-layer's output
+    (Ding et al. 2021, CogView)."""
 
     final_norm = True
 
@@ -81,7 +82,8 @@ class SandwichNorm(Residual):
 
 @register("norm_position", "rezero")
 class ReZero(Residual):
-    """x + alpha * Dropout(Sublayer(x)), one learned alpha per connection (the authors' layers share one), initialised to 0; no norm (Bachlechner et al. 2020)."""
+    """x + alpha * Dropout(Sublayer(x)), one learned alpha per connection (the authors' layers share one),
+    initialised to 0; no norm (Bachlechner et al. 2020)."""
 
     def __init__(self, *, dropout: float):
         super().__init__(dropout=dropout)
@@ -109,7 +111,8 @@ def deepnorm_constants(*, stack: str, n_encoder_layers: int, n_decoder_layers: i
 
 @register("norm_position", "deepnorm")
 class DeepNorm(Residual):
-    """Norm(alpha x + Dropout(Sublayer(x))), with the sub-layer's value, output and FFN weights scaled by beta at init (Wang et al. 2022)."""
+    """Norm(alpha x + Dropout(Sublayer(x))), with the sub-layer's value, output and FFN weights scaled by beta
+    at init (Wang et al. 2022)."""
 
     def __init__(self, *, norm: nn.Module, dropout: float, stack: str, n_encoder_layers: int, n_decoder_layers: int,
                  decoder_only: bool):
@@ -138,7 +141,8 @@ class DeepNorm(Residual):
 
 @register("norm_position", "rezero_norm")
 class ReZeroNorm(Residual):
-    """x + alpha * Dropout(Sublayer(Norm(x))), alpha learned from 0, and a final norm: ReZero with model.norm (layernorm, rmsnorm) (Narang et al. 2021)."""
+    """x + alpha * Dropout(Sublayer(Norm(x))), alpha learned from 0, and a final norm: ReZero with model.norm
+    (layernorm, rmsnorm) (Narang et al. 2021)."""
 
     final_norm = True
 
@@ -153,7 +157,8 @@ class ReZeroNorm(Residual):
 
 @register("norm_position", "layerscale")
 class LayerScale(Residual):
-    """x + diag(lambda) Dropout(Sublayer(Norm(x))), a learned scale per channel from `init`, and a final norm (Touvron et al. 2021, CaiT)."""
+    """x + diag(lambda) Dropout(Sublayer(Norm(x))), a learned scale per channel from `init`, and a final norm
+    (Touvron et al. 2021, CaiT)."""
 
     final_norm = True
 
@@ -179,7 +184,9 @@ def residual_branches(*, n_encoder_layers: int, n_decoder_layers: int, decoder_o
 
 @register("norm_position", "fixup")
 class Fixup(Residual):
-    """No norm: x + Dropout(s * Sublayer(x + b)), scalar s from 1 and b from 0 (one bias per branch, not inside the FFN as the authors' code); each branch's last layer zeroed, its others scaled by L^-1/2 (Zhang et al. 2019, Fixup)."""
+    """No norm: x + Dropout(s * Sublayer(x + b)), scalar s from 1 and b from 0 (one bias per branch, not inside
+    the FFN as the authors' code); each branch's last layer zeroed, its others scaled by L^-1/2
+    (Zhang et al. 2019, Fixup)."""
 
     def __init__(self, *, dropout: float, n_encoder_layers: int, n_decoder_layers: int, decoder_only: bool):
         super().__init__(dropout=dropout)

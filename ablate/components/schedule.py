@@ -31,7 +31,8 @@ def _check_warmup(warmup: int) -> None:
 
 @register("schedule", "noam")
 def noam(*, d_model: int, lr: float | None = None, warmup: int = 4000, scale: float = 1.0) -> Schedule:
-    """lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (Vaswani et al. 2017, section 5.3; the paper's); with train.lr, the same shape peaking at train.lr at step = warmup (fairseq's inverse_sqrt)."""
+    """lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (Vaswani et al. 2017, section 5.3;
+    the paper's); with train.lr, the same shape peaking at train.lr at step = warmup (fairseq's inverse_sqrt)."""
     _check_warmup(warmup)
     if warmup == 0:
         raise ConfigError("train.schedule_args.warmup", warmup, "a positive integer for schedule=noam")
@@ -46,7 +47,8 @@ def noam(*, d_model: int, lr: float | None = None, warmup: int = 4000, scale: fl
 
 @register("schedule", "cosine")
 def cosine(*, lr: float | None, max_steps: int, warmup: int = 4000, min_ratio: float = 0.1) -> Schedule:
-    """Linear warmup to train.lr (unset: 1e-3), then cosine decay to min_ratio * train.lr at max_steps (Loshchilov & Hutter 2017)."""
+    """Linear warmup to train.lr (unset: 1e-3), then cosine decay to min_ratio * train.lr at max_steps
+    (Loshchilov & Hutter 2017)."""
     _check_warmup(warmup)
     peak = DEFAULT_PEAK if lr is None else lr
 
@@ -61,7 +63,8 @@ def cosine(*, lr: float | None, max_steps: int, warmup: int = 4000, min_ratio: f
 
 @register("schedule", "constant")
 def constant(*, lr: float | None, warmup: int = 0) -> Schedule:
-    """train.lr (unset: 1e-3) after an optional linear warmup (warmup=0: no warmup, as in Xiong et al. 2020's ablation)."""
+    """train.lr (unset: 1e-3) after an optional linear warmup (warmup=0: no warmup, as in Xiong et al. 2020's
+    ablation)."""
     _check_warmup(warmup)
     peak = DEFAULT_PEAK if lr is None else lr
     return lambda step: peak * min(1.0, (step + 1) / warmup) if warmup else peak

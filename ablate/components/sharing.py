@@ -37,7 +37,8 @@ class Stack(nn.Module):
 
     def forward(self, x: torch.Tensor, *args: Any, caches: Sequence[Any] | None = None) -> torch.Tensor:
         """x (B, T, d_model) through every layer; ``caches``: one per layer, for incremental decoding."""
-        for i, (layer, cache) in enumerate(zip(self.layers, caches if caches is not None else [None] * len(self.layers))):
+        caches = caches if caches is not None else [None] * len(self.layers)
+        for i, (layer, cache) in enumerate(zip(self.layers, caches)):
             x = layer(x, *layer_args(args, i), cache=cache)
         return self.final_norm(x)
 
@@ -71,7 +72,8 @@ class NoSharing(LayerSharing):
 
 @register("sharing", "all")
 class ShareAll(LayerSharing):
-    """One layer's parameters used by all N layers of a stack (Lan et al. 2020, ALBERT; Dehghani et al. 2019, Universal Transformer)."""
+    """One layer's parameters used by all N layers of a stack (Lan et al. 2020, ALBERT; Dehghani et al. 2019,
+    Universal Transformer)."""
 
     def layers(self, n: int, make: MakeLayer) -> list[nn.Module]:
         layer = make(0)
@@ -80,7 +82,8 @@ class ShareAll(LayerSharing):
 
 @register("sharing", "encoder")
 class ShareEncoder(LayerSharing):
-    """The encoder's N layers share one layer's parameters, the decoder's are distinct (Lan et al. 2020's sharing, one stack)."""
+    """The encoder's N layers share one layer's parameters, the decoder's are distinct
+    (Lan et al. 2020's sharing, one stack)."""
 
     def __init__(self, *, stack: str, decoder_only: bool):
         if decoder_only:  # no encoder to share: the model would be sharing=none's, under another name
@@ -94,7 +97,8 @@ class ShareEncoder(LayerSharing):
 
 @register("sharing", "decoder")
 class ShareDecoder(LayerSharing):
-    """The decoder's N layers share one layer's parameters, the encoder's are distinct (Lan et al. 2020's sharing, one stack)."""
+    """The decoder's N layers share one layer's parameters, the encoder's are distinct
+    (Lan et al. 2020's sharing, one stack)."""
 
     def __init__(self, *, stack: str):
         self.shared = stack == "decoder"

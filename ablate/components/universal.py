@@ -40,7 +40,8 @@ class HaltingStack(nn.Module):
         self.threshold, self.ponder_weight = threshold, ponder_weight
 
     def forward(self, x: torch.Tensor, *args: Any, caches: Sequence[Any] | None = None) -> torch.Tensor:
-        """x (B, T, d_model) -> (B, T, d_model); ``args`` and ``caches`` as :class:`ablate.components.sharing.Stack`'s."""
+        """x (B, T, d_model) -> (B, T, d_model); ``args`` and ``caches`` as
+        :class:`ablate.components.sharing.Stack`'s."""
         halted = x.new_zeros(x.shape[:2])  # (B, T): the sum of p so far
         remainders, n_updates, done = torch.zeros_like(halted), torch.zeros_like(halted), torch.zeros_like(halted)
         state, out = x, torch.zeros_like(x)
@@ -69,7 +70,8 @@ class HaltingStack(nn.Module):
 
 @register("sharing", "universal")
 class UniversalTransformer(LayerSharing):
-    """One layer applied up to N times, each position halting by adaptive computation time, with a ponder cost (Dehghani et al. 2019; Graves 2016)."""
+    """One layer applied up to N times, each position halting by adaptive computation time, with a ponder cost
+    (Dehghani et al. 2019; Graves 2016)."""
 
     def __init__(self, *, d_model: int, threshold: float = 0.99, ponder_weight: float = 0.01,
                  halting_bias: float = 1.0):

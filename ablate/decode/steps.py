@@ -59,7 +59,8 @@ class RecomputeSteps:
     def __init__(self, model: nn.Module, src_ids: torch.Tensor, banned: tuple[int, ...], repeat: int = 1):
         self.model, self.banned = model, banned
         memory, src_mask = model.encode(src_ids)  # (B, S, d_model), (B, 1, 1, S)
-        self.memory, self.src_mask = memory.repeat_interleave(repeat, 0), src_mask.repeat_interleave(repeat, 0)  # N = B * repeat
+        self.memory = memory.repeat_interleave(repeat, 0)  # (N, S, d_model), N = B * repeat
+        self.src_mask = src_mask.repeat_interleave(repeat, 0)  # (N, 1, 1, S)
         self.prefix = src_ids.new_empty(self.memory.size(0), 0)  # (N, t)
 
     def __call__(self, tokens: torch.Tensor) -> torch.Tensor:

@@ -23,10 +23,11 @@ def last_checkpoints(run_dir: str | Path, k: int) -> list[Path]:
     """
     found = step_checkpoints(run_dir)
     if not found:
-        raise ConfigError("--average-last", k, f"0: the run kept no step checkpoints in {Path(run_dir) / 'checkpoints'} "
-                          "(train with train.keep_checkpoints=K to keep the last K)")
+        raise ConfigError("--average-last", k, f"0: the run kept no step checkpoints in "
+                          f"{Path(run_dir) / 'checkpoints'} (train with train.keep_checkpoints=K to keep the last K)")
     if k < 1 or len(found) < k:
-        raise ConfigError("--average-last", k, f"1 .. {len(found)}: the step-*.ckpt files in {Path(run_dir) / 'checkpoints'}")
+        raise ConfigError("--average-last", k, f"1 .. {len(found)}: the step-*.ckpt files in "
+                          f"{Path(run_dir) / 'checkpoints'}")
     return found[-k:]
 
 
@@ -62,7 +63,8 @@ def average_state_dicts(states: Iterable[dict[str, Any]]) -> dict[str, Any]:
         if n == 1:
             aliases, keys = _aliases(state), set(state)  # a copy: the first state dict is not kept alive
         elif set(state) != keys:
-            raise ValueError(f"state dict {n - 1} has other keys than state dict 0 (e.g. {sorted(set(state) ^ set(keys))[:5]})")
+            raise ValueError(f"state dict {n - 1} has other keys than state dict 0 "
+                             f"(e.g. {sorted(set(state) ^ set(keys))[:5]})")
         for key, alias in aliases.items():
             if not torch.equal(state[key], state[alias]):
                 raise ValueError(f"state dict {n - 1}: {key} is tied to {alias} in state dict 0 but differs here")
@@ -70,7 +72,8 @@ def average_state_dicts(states: Iterable[dict[str, Any]]) -> dict[str, Any]:
             if key in aliases or not (isinstance(value, torch.Tensor) and value.is_floating_point()):
                 continue
             if key in sums and sums[key].shape != value.shape:
-                raise ValueError(f"state dict {n - 1}: {key} has shape {tuple(value.shape)}, not {tuple(sums[key].shape)}")
+                raise ValueError(f"state dict {n - 1}: {key} has shape {tuple(value.shape)}, "
+                                 f"not {tuple(sums[key].shape)}")
             sums[key] = sums[key] + value.double() if key in sums else value.double()
     if n == 0:
         raise ValueError("no state dicts to average")

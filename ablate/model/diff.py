@@ -2,9 +2,10 @@
 
 The two module trees are walked side by side. Where a module's class differs, the difference is named
 there and not below; where the class is the same but its settings (``extra_repr``) differ, the settings
-that changed are named, and not the sub-modules they change; a module present in only one model is added or removed. Layer numbers are folded (``layers.*``),
-so a change made in every layer reads once. The decoder mask, an object rather than a module, is
-compared by its ``repr``, and parameter sharing by the number of distinct layers.
+that changed are named, and not the sub-modules they change; a module present in only one model is added or
+removed. Layer numbers are folded (``layers.*``), so a change made in every layer reads once. The decoder mask,
+an object rather than a module, is compared by its ``repr``, and parameter sharing by the number of distinct
+layers.
 """
 
 from __future__ import annotations

@@ -69,6 +69,13 @@ def _check_interface(kind: Kind, name: str, factory: Any) -> None:
             f"{kind.interface.__module__}.{kind.interface.__qualname__} (missing: {', '.join(missing)})")
 
 
+def summary(factory: Any) -> str:
+    """The first paragraph of ``factory``'s docstring on one line ("" without one): a summary wrapped
+    to keep within 120 columns reads as the one line it was."""
+    paragraph = (inspect.getdoc(factory) or "").strip().split("\n\n")[0]
+    return " ".join(line.strip() for line in paragraph.splitlines())
+
+
 def register(kind: str, name: str, description: str | None = None, *,
              reads: Iterable[str] = ()) -> Callable[[Any], Any]:
     """Register a component factory under ``kind`` and ``name``.
@@ -77,7 +84,7 @@ def register(kind: str, name: str, description: str | None = None, *,
         kind: a declared kind, e.g. ``"positional"``.
         name: the name configs use to select it, e.g. ``"learned"``.
         description: one line for ``ablate components``, with the paper it comes from; defaults to
-            the first line of the factory's docstring.
+            the first paragraph of the factory's docstring, its lines joined (see :func:`summary`).
         reads: config keys it reads besides those its context names (a task's ``data.*`` keys).
 
     Raises:
@@ -94,7 +101,7 @@ def register(kind: str, name: str, description: str | None = None, *,
             raise RegistrationError(
                 f"{kind} {name!r} is already registered (by {prev.module}.{prev.factory.__qualname__})")
         _check_interface(_KINDS[kind], name, factory)
-        doc = description or ((inspect.getdoc(factory) or "").strip().splitlines() or [""])[0]
+        doc = description or summary(factory)
         _REGISTRY[kind][name] = Entry(kind=kind, name=name, factory=factory, description=doc,
                                       module=getattr(factory, "__module__", "?"), extra_reads=tuple(reads))
         return factory

@@ -149,7 +149,8 @@ class Sweep:
         """Every run of a grid or a capped random sweep, in W&B's order: a grid is the product of the parameters
         in sorted name order (the seed among them; rows outermost), a random sweep is ``run_cap`` runs of its
         draws (rows drawn like a categorical parameter), each draw run once per listed seed. A bayes sweep
-        chooses its points as runs finish (:mod:`ablate.sweep.bayes`); an open-ended one has no list (:meth:`stream`)."""
+        chooses its points as runs finish (:mod:`ablate.sweep.bayes`); an open-ended one has no list
+        (:meth:`stream`)."""
         if self.method == "bayes":
             raise ValueError("a bayes sweep has no fixed plan: its points are chosen as runs finish")
         if self.method == "grid":

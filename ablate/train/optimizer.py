@@ -19,7 +19,8 @@ FUSED_DEVICES = ("cpu", "cuda")
 
 def adam(parameters: Iterable[torch.nn.Parameter], train: DictConfig, lr: float = 1.0, *,
          mixed_precision: bool = False) -> torch.optim.Adam:
-    """Adam with ``train.betas``, ``train.eps``, ``train.weight_decay``; ``lr`` 1.0 lets a schedule set the absolute rate.
+    """Adam with ``train.betas``, ``train.eps``, ``train.weight_decay``; ``lr`` 1.0 lets a schedule set the
+    absolute rate.
 
     ``mixed_precision``: the run trains in a mixed precision (then a run that clips gradients gets the
     unfused Adam).

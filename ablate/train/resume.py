@@ -28,7 +28,8 @@ import torch
 def rng_states() -> dict[str, Any]:
     """Every random state training draws from, in types a ``weights_only`` checkpoint load accepts."""
     name, keys, pos, has_gauss, gauss = np.random.get_state()
-    return {"torch": torch.get_rng_state(), "numpy": (name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss),
+    return {"torch": torch.get_rng_state(),
+            "numpy": (name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss),
             "python": random.getstate(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
 
 
@@ -80,7 +81,8 @@ class ExactResume(pl.Callback):
         # Not called when a run resumes in the middle of an epoch: the count goes on from the checkpoint's.
         self.epoch, self.batches = trainer.current_epoch, 0
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
         if self._loaded is not None:  # the first batch after a resume: the random states of the interrupted run
             set_rng_states(self._loaded["rng"])
             self._loaded = None

@@ -4,8 +4,6 @@ LayerScale, Fixup's initialisation, sharing only one stack, the Universal Transf
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 from torch import nn
@@ -58,7 +56,8 @@ def test_fixup_zeroes_each_branch_output_and_scales_the_rest_by_l_to_the_minus_h
         assert torch.allclose(f_layer.ffn.w_1.weight, p_layer.ffn.w_1.weight * L ** -0.5)
         d = 32
         v_rows = slice(2 * d, 3 * d)  # W^Q, W^K, W^V fused: values come last, queries and keys keep their scale
-        assert torch.allclose(f_layer.self_attn.w_qkv.weight[v_rows], p_layer.self_attn.w_qkv.weight[v_rows] * L ** -0.5)
+        assert torch.allclose(f_layer.self_attn.w_qkv.weight[v_rows],
+                              p_layer.self_attn.w_qkv.weight[v_rows] * L ** -0.5)
         assert torch.equal(f_layer.self_attn.w_qkv.weight[:2 * d], p_layer.self_attn.w_qkv.weight[:2 * d])
     x = torch.randn(2, 5, 32)
     assert torch.equal(fixup.encoder.layers[0](x, None), x)

@@ -48,7 +48,8 @@ def test_activation_ffn_is_act_of_x_w1_plus_b1_times_w2_plus_b2(name):
 
 @pytest.mark.parametrize("name", list(ACTIVATIONS))
 def test_activation_ffn_has_the_papers_parameter_count(name):
-    """W1 (d_model x d_ff) + b1 (d_ff) + W2 (d_ff x d_model) + b2 (d_model), as the paper's FFN; none with bias=False."""
+    """W1 (d_model x d_ff) + b1 (d_ff) + W2 (d_ff x d_model) + b2 (d_model), as the paper's FFN;
+    none with bias=False."""
     assert sum(p.numel() for p in _build(name).parameters()) == 2 * D_MODEL * D_FF + D_FF + D_MODEL
     assert sum(p.numel() for p in _build(name, bias=False).parameters()) == 2 * D_MODEL * D_FF
 

@@ -139,8 +139,8 @@ def test_the_gate_is_sigmoid_of_the_layer_input_per_head_and_channel(cross):
 
 @pytest.mark.parametrize("layer", range(6))
 def test_lambda_init_follows_the_paper_for_each_layer(layer):
-    l = layer + 1  # the paper counts layers from 1
-    assert lambda_init(layer) == pytest.approx(0.8 - 0.6 * math.exp(-0.3 * (l - 1)), abs=1e-15)
+    paper_l = layer + 1  # the paper counts layers from 1
+    assert lambda_init(layer) == pytest.approx(0.8 - 0.6 * math.exp(-0.3 * (paper_l - 1)), abs=1e-15)
     assert DifferentialAttention(**DIMS, layer=layer).lambda_init == lambda_init(layer)
 
 

@@ -121,7 +121,7 @@ def test_the_load_balancing_loss_and_z_loss_are_the_papers_formulas():
     f, P, z = [0.0] * E, [0.0] * E, 0.0
     for token in tokens.tolist():
         logits = [sum(w * t for w, t in zip(row, token)) for row in moe.router.weight.tolist()]  # (E,)
-        p = [math.exp(l) / sum(math.exp(m) for m in logits) for l in logits]
+        p = [math.exp(z) / sum(math.exp(m) for m in logits) for z in logits]
         f[p.index(max(p))] += 1 / len(tokens)
         for i in range(E):
             P[i] += p[i] / len(tokens)

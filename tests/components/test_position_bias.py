@@ -34,7 +34,8 @@ def test_alibi_bias_is_minus_slope_times_distance_and_follows_the_last_queries()
 # max_distance 128, worked out by hand for key - query positions:
 #   bidirectional: 16 buckets a side; |d| < 8 exact; else 8 + floor(log(|d|/8) / log(128/8) * 8), at most 15;
 #                  keys after the query add 16.
-#   unidirectional: keys after the query -> 0; d = query - key < 16 exact; else 16 + floor(log(d/16) / log(8) * 16), at most 31.
+#   unidirectional: keys after the query -> 0; d = query - key < 16 exact; else 16 + floor(log(d/16) / log(8) * 16),
+#                   at most 31.
 BIDIRECTIONAL = {0: 0, -1: 1, 1: 17, -7: 7, 7: 23, -8: 8, -12: 9, -16: 10, -32: 12, 32: 28, -64: 14, -127: 15,
                  -128: 15, -1000: 15, 1000: 31}
 UNIDIRECTIONAL = {0: 0, 1: 0, 50: 0, -1: 1, -15: 15, -16: 16, -31: 21, -32: 21, -64: 26, -127: 31, -128: 31, -5000: 31}

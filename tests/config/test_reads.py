@@ -22,7 +22,8 @@ from tests.conftest import REPO
 
 
 @pytest.mark.parametrize("overrides,message", [
-    (["data.path=x"], r"data.path='x' has no effect: task 'reverse' does not read data.path; data.task=parallel_text\|text_lm"),
+    (["data.path=x"], r"data.path='x' has no effect: task 'reverse' does not read data.path; "
+                      r"data.task=parallel_text\|text_lm"),
     (["data.max_tokens=100"], r"task 'reverse' does not read data.max_tokens"),
     (["logger=none", "wandb.project=p"], r"wandb.project='p' has no effect: logger=none logs nothing to W&B"),
     (["train.checkpoint_every=5"], r"train.keep_checkpoints=0 keeps no step checkpoints"),
@@ -87,7 +88,8 @@ class Recording:
 
 TASK_SETTINGS = {
     "reverse": [], "copy": [], "sort": [], "random_lm": ["model.arch=decoder_only"],
-    "parallel_text": ["data.path={shared}/multi30k", "data.cache_dir={tmp}", "data.limit_train=200", "data.limit_val=20", "data.vocab_size=200"],
+    "parallel_text": ["data.path={shared}/multi30k", "data.cache_dir={tmp}", "data.limit_train=200",
+                      "data.limit_val=20", "data.vocab_size=200"],
     "text_lm": ["model.arch=decoder_only", "data.path={shared}/tinyshakespeare/input.txt", "data.cache_dir={tmp}",
                 "data.limit_train=50",
                 "data.limit_val=5", "data.vocab_size=200", "data.max_len=32"],

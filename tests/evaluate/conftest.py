@@ -22,7 +22,8 @@ LM = SMALL + ["train.max_steps=6", "train.val_every=3", "train.schedule_args.war
 
 @pytest.fixture(scope="session")
 def run_dir(shared_data, tmp_path_factory) -> Path:
-    """A finished tiny translation run: val/bleu logged at each validation, the last 2 step checkpoints (4 apart) kept."""
+    """A finished tiny translation run: val/bleu logged at each validation, the last 2 step checkpoints (4 apart)
+    kept."""
     tmp = tmp_path_factory.mktemp("translation-run")
     cfg = ablate.load_config(REPO / "configs/multi30k.yaml", TRANSLATION + [
         f"data.path={shared_data / 'multi30k'}", f"data.cache_dir={tmp / 'cache'}", f"output_dir={tmp / 'run'}"])

@@ -37,7 +37,8 @@ def test_two_checkpoints_average_to_the_mean_of_their_tensors(tmp_path):
     for key in ("model.src_input.embedding.weight", "model.w.bias"):
         torch.testing.assert_close(avg[key], (a[key] + b[key]) / 2, atol=0, rtol=0)
     assert avg["model.half"].dtype == torch.bfloat16
-    torch.testing.assert_close(avg["model.half"], ((a["model.half"].double() + b["model.half"].double()) / 2).bfloat16())
+    torch.testing.assert_close(avg["model.half"],
+                               ((a["model.half"].double() + b["model.half"].double()) / 2).bfloat16())
     assert avg["model.steps"] == 20
     assert avg["model.tgt_input.embedding.weight"] is avg["model.src_input.embedding.weight"]  # still tied
     assert avg["model.generator.embedding.weight"] is avg["model.src_input.embedding.weight"]

@@ -42,7 +42,8 @@ def test_evaluate_run_writes_translations_and_merges_bleu_into_the_result(run_di
 
 def test_evaluate_run_averages_the_last_checkpoints(run_dir):
     out = evaluate_run(run_dir, split="val", beam=1, average_last=2, max_len_b=5)
-    assert out["decode"]["checkpoints"] == [p.name for p in step_checkpoints(run_dir)] and out["decode"]["search"] == "greedy"
+    assert (out["decode"]["checkpoints"] == [p.name for p in step_checkpoints(run_dir)]
+            and out["decode"]["search"] == "greedy")
     assert len((run_dir / "translations.val.txt").read_text().splitlines()) == 40
     assert "val/bleu" in _result(run_dir)
     with pytest.raises(ConfigError, match="average-last=3"):
@@ -83,6 +84,7 @@ def test_weights_that_do_not_fit_the_config_are_one_line_naming_the_checkpoint(r
     copy = _copy(run_dir, tmp_path)
     config = copy / "config.yaml"
     config.write_text(config.read_text().replace("d_ff: 64", "d_ff: 96"))
-    with pytest.raises(ConfigError, match=r"expected weights that fit .*config\.yaml \(they do not: size mismatch") as err:
+    with pytest.raises(ConfigError,
+                       match=r"expected weights that fit .*config\.yaml \(they do not: size mismatch") as err:
         evaluate_run(copy, checkpoint="last")
     assert "\n" not in str(err.value)

@@ -13,7 +13,8 @@ from ablate.model.flops import count_flops, measure_flops
 from ablate.model.meta import build_on_meta
 from tests.conftest import TINY, skip_if_refused
 
-VARIANTS = [(k.name, name) for k in registry.kinds().values() if k.section == "model" for name in registry.names(k.name)]
+VARIANTS = [(k.name, name) for k in registry.kinds().values() if k.section == "model"
+            for name in registry.names(k.name)]
 
 
 @pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only"])

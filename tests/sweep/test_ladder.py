@@ -69,10 +69,12 @@ def test_a_matched_budget_is_held_to_the_base_row_at_the_same_step(tmp_path):
 
 
 @pytest.mark.parametrize("text,key", [
-    ("method: random\nrun_cap: 4\nrows: [{name: base}]\nladder: [{name: S, model.d_model: 64}, {name: L, model.d_model: 128}]",
+    ("method: random\nrun_cap: 4\nrows: [{name: base}]\n"
+     "ladder: [{name: S, model.d_model: 64}, {name: L, model.d_model: 128}]",
      "ladder"),
     ("rows: [{name: base}]\nladder: [{name: S, model.d_model: 64}]", "ladder"),
-    ("rows: [{name: base}, {name: w, model.d_model: 32}]\nladder: [{name: S, model.d_model: 64}, {name: L, model.d_model: 128}]",
+    ("rows: [{name: base}, {name: w, model.d_model: 32}]\n"
+     "ladder: [{name: S, model.d_model: 64}, {name: L, model.d_model: 128}]",
      "ladder[0].model.d_model"),
     ("rows: [{name: base}]\nladder: [{name: S, model.d_model: 64}, {name: S, model.d_model: 128}]", "ladder[1].name"),
     ("rows: [{name: base}]\nladder: [{name: S, model.d_model: 64, match: params}, {name: L}]", "ladder[0].match"),

@@ -48,7 +48,8 @@ def test_match_params_holds_every_table_3_row_within_half_a_percent_or_refuses(r
     # The paper's count is affine in d_ff: the best integer d_ff >= 1, found here without ablate.
     slope = paper_count(**{**dims, "d_ff": 1001}) - paper_count(**{**dims, "d_ff": 1000})
     ideal = (target - paper_count(**{**dims, "d_ff": 0})) / slope
-    best = min((max(1, int(ideal)), max(1, int(ideal) + 1)), key=lambda f: abs(paper_count(**{**dims, "d_ff": f}) - target))
+    best = min((max(1, int(ideal)), max(1, int(ideal) + 1)),
+               key=lambda f: abs(paper_count(**{**dims, "d_ff": f}) - target))
     reachable = abs(paper_count(**{**dims, "d_ff": best}) / target - 1) <= 0.005
     if not reachable:
         with pytest.raises(ConfigError, match=r"within 0.5% of the base's"):

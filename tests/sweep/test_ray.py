@@ -48,7 +48,8 @@ class RayCluster:
 @pytest.fixture
 def cluster():
     pytest.importorskip("ray.cluster_utils")
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("ray_cluster.py"))], env={**os.environ, **LOOPBACK},
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("ray_cluster.py"))],
+                            env={**os.environ, **LOOPBACK},
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     group, on_sigterm = os.getpgrp(), signal.getsignal(signal.SIGTERM)
     try:
@@ -173,7 +174,8 @@ def test_an_address_where_no_cluster_listens_is_one_line_and_exit_2(tmp_path):
     pytest.importorskip("ray")
     address = "127.0.0.1:1"  # nothing listens on port 1
     path = _sweep_file(tmp_path, "- {name: a}")
-    out = subprocess.run([sys.executable, "-m", "ablate.cli", "sweep", str(path), "--backend", "ray", "--address", address],
+    out = subprocess.run([sys.executable, "-m", "ablate.cli", "sweep", str(path), "--backend", "ray",
+                          "--address", address],
                          cwd=tmp_path, env={**os.environ, **LOOPBACK}, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines()[-1].endswith(

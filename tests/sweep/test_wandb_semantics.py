@@ -95,7 +95,8 @@ def test_a_grid_takes_only_what_w_and_b_grids(tmp_path, spec):
 # (spec, the distribution of the values, as scipy freezes it, or a transform of them that is uniform)
 CONTINUOUS = [
     ({"distribution": "uniform", "min": 2.0, "max": 5.0}, stats.uniform(2.0, 3.0), None),
-    ({"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-1}, stats.uniform(math.log(1e-4), math.log(1e3)), np.log),
+    ({"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-1}, stats.uniform(math.log(1e-4), math.log(1e3)),
+     np.log),
     ({"distribution": "log_uniform", "min": -3.0, "max": 1.0}, stats.uniform(-3.0, 4.0), np.log),  # e^U(min, max)
     ({"distribution": "inv_log_uniform", "min": -1.0, "max": 2.0}, stats.uniform(-1.0, 3.0), lambda x: -np.log(x)),
     ({"distribution": "inv_log_uniform_values", "min": 0.01, "max": 10.0},
@@ -246,12 +247,13 @@ def test_every_key_ablate_does_not_honour_is_named_and_the_controller_is_read(tm
                                                   ("q_log_uniform", "q_log_uniform_values"),
                                                   ("inv_log_uniform", "inv_log_uniform_values")])
 def test_w_and_b_s_deprecated_forms_warn_as_w_and_b_does(tmp_path, distribution, instead):
+    q = ", q: 0.001" if "q_" in distribution else ""
     sweep = _sweep(tmp_path, f"""
         {BASE}
         method: random
         run_cap: 3
         parameters:
-          train.grad_clip: {{distribution: {distribution}, min: -4, max: -1{", q: 0.001" if "q_" in distribution else ""}}}
+          train.grad_clip: {{distribution: {distribution}, min: -4, max: -1{q}}}
     """)
     (note,) = sweep.notes()
     assert f"{distribution} is deprecated in W&B" in note and instead in note

@@ -36,7 +36,8 @@ def test_fused_and_unfused_take_the_same_steps():
     a = torch.nn.Linear(8, 8)
     b = torch.nn.Linear(8, 8)
     b.load_state_dict(a.state_dict())
-    opts = [adam(a.parameters(), _train_cfg(), lr=1e-2), torch.optim.Adam(b.parameters(), lr=1e-2, betas=(0.9, 0.98), eps=1e-9)]
+    opts = [adam(a.parameters(), _train_cfg(), lr=1e-2),
+            torch.optim.Adam(b.parameters(), lr=1e-2, betas=(0.9, 0.98), eps=1e-9)]
     assert opts[0].param_groups[0]["fused"] and not opts[1].param_groups[0]["fused"]
     for _ in range(5):
         x = torch.randn(16, 8)
@@ -49,8 +50,9 @@ def test_fused_and_unfused_take_the_same_steps():
 
 
 def test_mixed_precision_with_gradient_clipping_trains(in_tmp):
-    cfg = ablate.load_config(None, TINY + ["train.max_steps=2", "train.val_every=2", "trainer.enable_progress_bar=false",
-                                           "trainer.precision=bf16-mixed", "train.grad_clip=1.0", "output_dir=run"])
+    cfg = ablate.load_config(None, TINY + ["train.max_steps=2", "train.val_every=2",
+                                           "trainer.enable_progress_bar=false", "trainer.precision=bf16-mixed",
+                                           "train.grad_clip=1.0", "output_dir=run"])
     run_dir = train(cfg)
     assert json.loads((run_dir / "result.json").read_text())["status"] == "finished"
 

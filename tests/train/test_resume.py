@@ -39,9 +39,9 @@ def _tasks(shared: Path, cache: Path) -> dict[str, list[str]]:
         "parallel_text": [str(REPO / "configs/multi30k.yaml"), *common, f"data.path={shared / 'multi30k'}",
                           "data.limit_train=600", "data.limit_val=40", "data.vocab_size=300", "data.max_tokens=600",
                           "train.val_bleu=false"],
-        "text_lm": [str(REPO / "configs/tinyshakespeare.yaml"), *common, f"data.path={shared / 'tinyshakespeare/input.txt'}",
-                    "data.limit_train=160", "data.limit_val=16", "data.vocab_size=300", "data.max_len=32",
-                    "data.batch_size=32"],
+        "text_lm": [str(REPO / "configs/tinyshakespeare.yaml"), *common,
+                    f"data.path={shared / 'tinyshakespeare/input.txt'}", "data.limit_train=160", "data.limit_val=16",
+                    "data.vocab_size=300", "data.max_len=32", "data.batch_size=32"],
     }
 
 
@@ -71,13 +71,15 @@ def _assert_same_run(a: Path, b: Path) -> None:
     for key in weights_a:
         assert torch.equal(weights_a[key], weights_b[key]), key  # bit-identical, not close
     for p in adam_a:
-        assert torch.equal(adam_a[p]["exp_avg"], adam_b[p]["exp_avg"]) and torch.equal(adam_a[p]["exp_avg_sq"], adam_b[p]["exp_avg_sq"])
+        assert (torch.equal(adam_a[p]["exp_avg"], adam_b[p]["exp_avg"])
+                and torch.equal(adam_a[p]["exp_avg_sq"], adam_b[p]["exp_avg_sq"]))
     assert result_a["final"]["val/loss"] == result_b["final"]["val/loss"]
     assert result_a["train_tokens"] == result_b["train_tokens"]
 
 
 def _kill_after_checkpoints(cmd: list[str], run_dir: Path, n: int, delay: float) -> int:
-    """Start the run, let ``n`` checkpoints be written, wait ``delay`` seconds more, SIGKILL it; the step resumed from."""
+    """Start the run, let ``n`` checkpoints be written, wait ``delay`` seconds more, SIGKILL it; the step resumed
+    from."""
     last = run_dir / "checkpoints" / "last.ckpt"
     proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seen, stamp, deadline = 0, None, time.time() + 240
@@ -129,7 +131,8 @@ def test_same_seed_same_run_other_seed_other_run(tmp_path):
 
 def test_how_often_a_run_validates_does_not_change_its_trajectory(tmp_path):
     """Validation (its loader, its forward passes) draws nothing from the training run's random numbers."""
-    rare, often = _weights(_train(tmp_path, "rare", "train.val_every=30")), _weights(_train(tmp_path, "often", "train.val_every=3"))
+    rare = _weights(_train(tmp_path, "rare", "train.val_every=30"))
+    often = _weights(_train(tmp_path, "often", "train.val_every=3"))
     assert all(torch.equal(rare[k], often[k]) for k in rare)
 
 
@@ -145,7 +148,8 @@ def test_random_numbers_drawn_during_validation_are_given_back(tmp_path, monkeyp
         return step(self, batch, batch_idx)
 
     monkeypatch.setattr(TransformerSystem, "validation_step", drawing_step)
-    rare, often = _weights(_train(tmp_path, "rare", "train.val_every=30")), _weights(_train(tmp_path, "often", "train.val_every=3"))
+    rare = _weights(_train(tmp_path, "rare", "train.val_every=30"))
+    often = _weights(_train(tmp_path, "often", "train.val_every=3"))
     assert all(torch.equal(rare[k], often[k]) for k in rare)
 
 
