@@ -61,7 +61,8 @@ def test_bf16_mixed_trains_on_the_gpu_with_fp32_weights(in_tmp):
 
 def test_auto_precision_is_bf16_mixed_on_a_gpu_that_has_it(in_tmp):
     result = _result(train(_cfg("trainer.precision=auto", "output_dir=run")))
-    assert result["precision"] == ("bf16-mixed" if torch.cuda.is_bf16_supported(including_emulation=False) else "32-true")
+    native = torch.cuda.is_bf16_supported(including_emulation=False)
+    assert result["precision"] == ("bf16-mixed" if native else "32-true")
 
 
 def test_bf16_autocast_computes_in_bf16_close_to_fp32():
@@ -101,7 +102,8 @@ def test_adam_is_fused_on_cuda_and_takes_the_same_steps_as_unfused():
     torch.manual_seed(0)
     a, b = torch.nn.Linear(64, 64).cuda(), torch.nn.Linear(64, 64).cuda()
     b.load_state_dict(a.state_dict())
-    fused, plain = adam(a.parameters(), t, lr=1e-2), torch.optim.Adam(b.parameters(), lr=1e-2, betas=(0.9, 0.98), eps=1e-9)
+    fused = adam(a.parameters(), t, lr=1e-2)
+    plain = torch.optim.Adam(b.parameters(), lr=1e-2, betas=(0.9, 0.98), eps=1e-9)
     assert fused.param_groups[0]["fused"] and not plain.param_groups[0]["fused"]
     for _ in range(5):
         x = torch.randn(32, 64, device="cuda")
@@ -149,13 +151,15 @@ def test_the_pool_pins_each_run_to_one_gpu_and_packs_k_per_gpu(tmp_path):
 @pytest.mark.parametrize("positional", ["sinusoidal", "rope"])
 def test_cached_decoding_on_the_gpu_equals_recomputing_and_the_cpu(positional):
     torch.manual_seed(0)
-    model = ablate.build_model(ablate.load_config(None, TINY + ["data.vocab_size=40", f"model.positional={positional}"]))
+    cfg = ablate.load_config(None, TINY + ["data.vocab_size=40", f"model.positional={positional}"])
+    model = ablate.build_model(cfg)
     src = torch.randint(3, 40, (5, 7), generator=torch.Generator().manual_seed(0))
     src[1, 3:] = src[3, 1:] = 0
     on_cpu = [search(model, src, max_len_b=12, **IDS) for search in (greedy, beam_search)]
     model, src = model.cuda(), src.cuda()
     for search, expected in zip((greedy, beam_search), on_cpu):
-        assert search(model, src, max_len_b=12, **IDS) == search(model, src, max_len_b=12, cache=False, **IDS) == expected
+        cached = search(model, src, max_len_b=12, **IDS)
+        assert cached == search(model, src, max_len_b=12, cache=False, **IDS) == expected
 
 
 def test_the_memory_estimate_for_packing_covers_a_real_training_step():

@@ -67,7 +67,8 @@ def findings(report: Report) -> list[str]:
     out = []
     for e in (e for e in report.effects if e.contrast.kind == INTERACTION):
         a_level, b_level, a_reference = e.contrast.levels
-        parts = ", ".join(f"{_delta(within.get((b_level, level)), spec)} at {level}" for level in (a_reference, a_level))
+        parts = ", ".join(f"{_delta(within.get((b_level, level)), spec)} at {level}"
+                          for level in (a_reference, a_level))
         c = e.comparison
         if c is None or c.diff is None:
             out.append(f"{b_level}: {parts}; interaction with {a_level}: not yet measured.")

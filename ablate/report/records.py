@@ -45,8 +45,8 @@ def _comparison_fields(row: VariantRow) -> list[Any]:
 
 def table_records(report: Report) -> list[list[Any]]:
     """One list of raw values per variant, aligned with :func:`table_columns`; None where unknown."""
-    return [[row.name, row.stratum, row.is_base, row.status, *(row.varied.get(k) for k in report.varied_keys), row.parameters,
-             row.n_runs, row.n_finished, row.n_failed,
+    return [[row.name, row.stratum, row.is_base, row.status, *(row.varied.get(k) for k in report.varied_keys),
+             row.parameters, row.n_runs, row.n_finished, row.n_failed,
              *(x for key in report.metric_keys for x in _stat_fields(row.metrics[key])), row.delta,
              *_comparison_fields(row), *_stat_fields(row.tokens_per_s), *_stat_fields(row.wall_time_s), row.first_error]
             for row in report.variants]

@@ -219,8 +219,9 @@ class Factorial:
                      for s in w}
             if any(None in pair or set(pair) & self.excluded for pair in cells.values()):
                 continue
-            plus = tuple((cells[s][0], w[s]) for s in w if w[s] > 0) + tuple((cells[s][1], -w[s]) for s in w if w[s] < 0)
-            minus = tuple((cells[s][0], -w[s]) for s in w if w[s] < 0) + tuple((cells[s][1], w[s]) for s in w if w[s] > 0)
+            up, down = [s for s in w if w[s] > 0], [s for s in w if w[s] < 0]  # the row's cell at a step: +w
+            plus = tuple((cells[s][0], w[s]) for s in up) + tuple((cells[s][1], -w[s]) for s in down)
+            minus = tuple((cells[s][0], -w[s]) for s in down) + tuple((cells[s][1], w[s]) for s in up)
             out.append(Contrast(TREND, f"{row}: Δ per doubling of size", plus, minus, self.base, row=str(row)))
         return out
 
