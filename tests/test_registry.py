@@ -92,9 +92,13 @@ def test_user_module_registers_a_variant(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "path", list(sys.path))
     cfg = ablate.load_config(None, ["model.positional=test_constant", "model.positional_args.value=2.5"],
                              imports=["my_positional_mod"])
-    model = ablate.build_model(cfg)
-    assert model.src_input.positional.value == 2.5
-    assert "test_constant" in registry.names("positional")
+    try:
+        model = ablate.build_model(cfg)
+        assert model.src_input.positional.value == 2.5
+        assert "test_constant" in registry.names("positional")
+    finally:
+        registry.unregister("positional", "test_constant")
+    assert "test_constant" not in registry.names("positional")
 
 
 def test_missing_import_is_a_config_error():
@@ -139,8 +143,16 @@ def test_a_function_factory_is_checked_by_its_return_annotation_and_by_what_it_b
         return nn.Identity()
 
     registry.register("norm_position", "test_unannotated")(unannotated)  # nothing to check yet
-    with pytest.raises(TypeError, match="built a Identity, not a Residual"):
-        registry.create("norm_position", "test_unannotated", {"dropout": 0.0})
+    try:
+        with pytest.raises(TypeError, match="built a Identity, not a Residual"):
+            registry.create("norm_position", "test_unannotated", {"dropout": 0.0})
+    finally:
+        registry.unregister("norm_position", "test_unannotated")
+
+
+def test_unregistering_what_is_not_registered_is_refused():
+    with pytest.raises(registry.RegistrationError, match="cannot unregister mask 'no_such_mask'"):
+        registry.unregister("mask", "no_such_mask")
 
 
 USER_MODULE = '''

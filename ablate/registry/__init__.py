@@ -30,4 +30,14 @@ lookup, builds), ``signature`` (reading a factory's parameters), ``plugins`` (en
 from ablate.registry.kinds import _KINDS, _REGISTRY, CONTEXT, Kind, declare_kind, kind, kinds  # noqa: F401
 from ablate.registry.plugins import ENTRY_POINT_GROUP, import_modules, load_plugins  # noqa: F401
 from ablate.registry.signature import Param, RegistrationError, missing_members  # noqa: F401
-from ablate.registry.variants import Entry, check_args, create, entries, get, names, register, version  # noqa: F401
+from ablate.registry.variants import (  # noqa: F401
+    Entry,
+    check_args,
+    create,
+    entries,
+    get,
+    names,
+    register,
+    unregister,
+    version,
+)

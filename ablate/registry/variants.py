@@ -109,6 +109,17 @@ def register(kind: str, name: str, description: str | None = None, *,
     return decorate
 
 
+def unregister(kind: str, name: str) -> None:
+    """Remove a registered variant (tests that register their own undo it here).
+
+    Raises:
+        RegistrationError: ``kind`` has no variant ``name``.
+    """
+    if name not in _REGISTRY.get(kind, {}):
+        raise RegistrationError(f"cannot unregister {kind} {name!r}: it is not registered")
+    del _REGISTRY[kind][name]
+
+
 def version() -> tuple[int, int]:
     """Changes whenever a kind is declared or a variant registered (a key for caches of what the registry holds)."""
     return len(_KINDS), sum(len(v) for v in _REGISTRY.values())

@@ -58,7 +58,7 @@ def prefix_lm_scoring_everything():
 
     registry.register("mask", "test_prefix_lm_all_scored")(ScoreEverything)
     yield "test_prefix_lm_all_scored"
-    registry._REGISTRY["mask"].pop("test_prefix_lm_all_scored")
+    registry.unregister("mask", "test_prefix_lm_all_scored")
 
 
 @pytest.mark.slow
