@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sweep.test_runner import _attempts, _plan, _statuses, _sweep_file
+from tests.sweep.conftest import plan_of, run_attempts, run_statuses, sweep_file
 
 pytestmark = pytest.mark.slow
 
@@ -105,15 +105,15 @@ ROWS = """
 
 
 def test_a_sweep_across_two_nodes_ends_with_exactly_the_planned_runs(cluster, tmp_path):
-    path = _sweep_file(tmp_path, ROWS)
+    path = sweep_file(tmp_path, ROWS)
     proc = _ray_sweep(path, cluster.address, tmp_path)
     out, err = _finish(proc)
     sweep_dir = tmp_path / "sweeps" / "t"
     assert proc.returncode == 0, err[-3000:]
-    assert _statuses(sweep_dir) == ["finished"] * 4 and _attempts(sweep_dir) == [1, 1, 1, 1]
-    nodes = {n for run in _plan(sweep_dir)["runs"] for n in _nodes(sweep_dir, run)}
+    assert run_statuses(sweep_dir) == ["finished"] * 4 and run_attempts(sweep_dir) == [1, 1, 1, 1]
+    nodes = {n for run in plan_of(sweep_dir)["runs"] for n in _nodes(sweep_dir, run)}
     assert nodes == {cluster.head, cluster.worker}  # both nodes trained runs
-    assert sorted(p.name for p in (sweep_dir / "runs").iterdir()) == sorted(r["id"] for r in _plan(sweep_dir)["runs"])
+    assert sorted(p.name for p in (sweep_dir / "runs").iterdir()) == sorted(r["id"] for r in plan_of(sweep_dir)["runs"])
     assert out.strip().splitlines()[-1] == str(sweep_dir)  # the sweep directory, absolute: nodes share it
     assert (sweep_dir / "report" / "report.html").is_file()
 
@@ -121,13 +121,13 @@ def test_a_sweep_across_two_nodes_ends_with_exactly_the_planned_runs(cluster, tm
 def test_a_node_that_dies_mid_run_costs_no_run_and_trains_none_twice(cluster, tmp_path):
     """Remove the worker node while it trains a run: Ray runs the task again on the head, which resumes the run
     from its last checkpoint; the runs that had finished are not touched."""
-    path = _sweep_file(tmp_path, ROWS.replace("}", ", train.max_steps: 120, train.val_every: 10}"))
+    path = sweep_file(tmp_path, ROWS.replace("}", ", train.max_steps: 120, train.val_every: 10}"))
     proc = _ray_sweep(path, cluster.address, tmp_path)
     sweep_dir = tmp_path / "sweeps" / "t"
     victim, deadline = None, time.time() + 400
     while victim is None and time.time() < deadline:  # a run on the worker node with a checkpoint
         time.sleep(0.5)
-        runs = _plan(sweep_dir)["runs"] if (sweep_dir / "plan.json").is_file() else []
+        runs = plan_of(sweep_dir)["runs"] if (sweep_dir / "plan.json").is_file() else []
         for run in runs:
             run_dir = sweep_dir / run["run_dir"]
             on_worker = (run_dir / "train.log").is_file() and _nodes(sweep_dir, run)[-1:] == [cluster.worker]
@@ -141,8 +141,8 @@ def test_a_node_that_dies_mid_run_costs_no_run_and_trains_none_twice(cluster, tm
     out, err = _finish(proc)
     assert proc.returncode == 0, err[-3000:]
 
-    runs = _plan(sweep_dir)["runs"]
-    assert _statuses(sweep_dir) == ["finished"] * 4
+    runs = plan_of(sweep_dir)["runs"]
+    assert run_statuses(sweep_dir) == ["finished"] * 4
     results = {r["id"]: json.loads((sweep_dir / r["run_dir"] / "result.json").read_text()) for r in runs}
     assert all(r["step"] == 120 for r in results.values())
     for run_id, digest in finished.items():  # finished results untouched
@@ -152,7 +152,7 @@ def test_a_node_that_dies_mid_run_costs_no_run_and_trains_none_twice(cluster, tm
     assert tries[0] == cluster.worker and set(tries[1:]) == {cluster.head}
     assert results[victim["id"]]["resumed_from"] and results[victim["id"]]["resumed_exactly"]
     # No run trained twice: every other run had one attempt; the victim two (the killed one, the resumed one).
-    attempts = dict(zip((r["id"] for r in runs), _attempts(sweep_dir)))
+    attempts = dict(zip((r["id"] for r in runs), run_attempts(sweep_dir)))
     assert attempts.pop(victim["id"]) == 2 and set(attempts.values()) == {1}
 
 
@@ -160,7 +160,7 @@ def test_without_ray_the_backend_says_how_to_install_it(tmp_path):
     fake = tmp_path / "site" / "ray"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('No module named ray')\n")
-    path = _sweep_file(tmp_path, "- {name: a}")
+    path = sweep_file(tmp_path, "- {name: a}")
     env = {**os.environ, "PYTHONPATH": f"{fake.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     out = subprocess.run([sys.executable, "-m", "ablate.cli", "sweep", str(path), "--backend", "ray"], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=120)
@@ -173,7 +173,7 @@ def test_an_address_where_no_cluster_listens_is_one_line_and_exit_2(tmp_path):
     """Not minutes of ray.init retrying: a connection check first, one line, nothing written."""
     pytest.importorskip("ray")
     address = "127.0.0.1:1"  # nothing listens on port 1
-    path = _sweep_file(tmp_path, "- {name: a}")
+    path = sweep_file(tmp_path, "- {name: a}")
     out = subprocess.run([sys.executable, "-m", "ablate.cli", "sweep", str(path), "--backend", "ray",
                           "--address", address],
                          cwd=tmp_path, env={**os.environ, **LOOPBACK}, capture_output=True, text=True, timeout=120)

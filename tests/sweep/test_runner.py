@@ -5,88 +5,43 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, TINY
+from tests.sweep.conftest import ablate_cli, plan_of, run_attempts, run_statuses, sweep_file
 
 pytestmark = pytest.mark.slow
 
-FAST = TINY + ["train.max_steps=8", "train.val_every=4", "train.log_every=2", "trainer.enable_progress_bar=false",
-               "logger=none"]
-
-
-def _sweep_file(tmp: Path, rows: str, name: str = "t") -> Path:
-    overrides = ", ".join(FAST)
-    text = f"""
-        name: {name}
-        base: {{config: {REPO / 'configs' / 'default.yaml'}, overrides: [{overrides}]}}
-        rows:
-{textwrap.indent(textwrap.dedent(rows).strip(), ' ' * 10)}
-    """
-    path = tmp / "sweep.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def _ablate(*args: str, cwd: Path, **kw) -> subprocess.Popen | subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "ablate.cli", *args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    if kw.pop("background", False):
-        return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-
-
-def _plan(sweep_dir: Path) -> dict:
-    return json.loads((sweep_dir / "plan.json").read_text())
-
-
-def _statuses(sweep_dir: Path) -> list[str]:
-    out = []
-    for run in _plan(sweep_dir)["runs"]:
-        path = sweep_dir / run["run_dir"] / "result.json"
-        out.append(json.loads(path.read_text())["status"] if path.is_file() else "missing")
-    return out
-
-
-def _attempts(sweep_dir: Path) -> list[int]:
-    """How many times each run was trained (each attempt writes one logs/version_k folder)."""
-    return [len(list((sweep_dir / r["run_dir"] / "logs").glob("version_*"))) for r in _plan(sweep_dir)["runs"]]
-
-
 def test_sweep_runs_records_failures_and_skips_finished_runs_on_relaunch(tmp_path):
-    path = _sweep_file(tmp_path, """
+    path = sweep_file(tmp_path, """
         - {name: base}
         - {name: pre, model.norm_position: pre}
         - {name: diverges, train.schedule_args.scale: 1.0e+30, train.log_every: 1}
     """)
-    first = _ablate("sweep", str(path), "--workers", "2", cwd=tmp_path)
+    first = ablate_cli("sweep", str(path), "--workers", "2", cwd=tmp_path)
     sweep_dir = tmp_path / "sweeps" / "t"
     assert first.returncode == 1, first.stderr[-2000:]  # one run failed; the sweep went on
     assert first.stdout.strip().splitlines()[-1] == "sweeps/t"
-    assert _statuses(sweep_dir) == ["finished", "finished", "failed"]
-    failed = json.loads((sweep_dir / _plan(sweep_dir)["runs"][2]["run_dir"] / "result.json").read_text())
+    assert run_statuses(sweep_dir) == ["finished", "finished", "failed"]
+    failed = json.loads((sweep_dir / plan_of(sweep_dir)["runs"][2]["run_dir"] / "result.json").read_text())
     assert "train/loss is" in failed["error"]
     assert "1 of 3 runs failed" in first.stderr
 
-    again = _ablate("sweep", str(path), cwd=tmp_path)  # nothing left to do: no run trains again
-    assert _attempts(sweep_dir) == [1, 1, 1] and again.returncode == 1
-    retry = _ablate("sweep", str(path), "--retry-failed", cwd=tmp_path)
-    assert _attempts(sweep_dir) == [1, 1, 2] and retry.returncode == 1
+    again = ablate_cli("sweep", str(path), cwd=tmp_path)  # nothing left to do: no run trains again
+    assert run_attempts(sweep_dir) == [1, 1, 1] and again.returncode == 1
+    retry = ablate_cli("sweep", str(path), "--retry-failed", cwd=tmp_path)
+    assert run_attempts(sweep_dir) == [1, 1, 2] and retry.returncode == 1
 
 
 def test_killed_sweep_resumes_and_ends_with_exactly_the_planned_runs(tmp_path):
-    path = _sweep_file(tmp_path, """
+    path = sweep_file(tmp_path, """
         - {name: a, train.max_steps: 60, train.val_every: 10}
         - {name: b, model.n_heads: 2, train.max_steps: 60, train.val_every: 10}
     """)
     sweep_dir = tmp_path / "sweeps" / "t"
-    proc = _ablate("sweep", str(path), cwd=tmp_path, background=True)
+    proc = ablate_cli("sweep", str(path), cwd=tmp_path, background=True)
     first_ckpt = None
     deadline = time.time() + 300
     while time.time() < deadline and first_ckpt is None:  # kill once the first run has a checkpoint
@@ -97,29 +52,29 @@ def test_killed_sweep_resumes_and_ends_with_exactly_the_planned_runs(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     time.sleep(1.0)  # the child gets SIGTERM from the kernel when its parent dies
-    assert "finished" not in _statuses(sweep_dir)
+    assert "finished" not in run_statuses(sweep_dir)
 
-    resumed = _ablate("sweep", str(path), cwd=tmp_path)
+    resumed = ablate_cli("sweep", str(path), cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert _statuses(sweep_dir) == ["finished", "finished"]
-    results = [json.loads((sweep_dir / r["run_dir"] / "result.json").read_text()) for r in _plan(sweep_dir)["runs"]]
+    assert run_statuses(sweep_dir) == ["finished", "finished"]
+    results = [json.loads((sweep_dir / r["run_dir"] / "result.json").read_text()) for r in plan_of(sweep_dir)["runs"]]
     assert all(r["step"] == 60 for r in results)
     assert any(r["resumed_from"] for r in results)  # the killed run continued from its checkpoint
-    assert sorted(p.name for p in (sweep_dir / "runs").iterdir()) == sorted(r["id"] for r in _plan(sweep_dir)["runs"])
+    assert sorted(p.name for p in (sweep_dir / "runs").iterdir()) == sorted(r["id"] for r in plan_of(sweep_dir)["runs"])
 
 
 def test_two_launchers_on_one_sweep_never_train_a_run_twice(tmp_path):
-    path = _sweep_file(tmp_path, """
+    path = sweep_file(tmp_path, """
         - {name: a}
         - {name: b, model.n_heads: 2}
         - {name: c, model.ffn: gelu}
     """)
-    procs = [_ablate("sweep", str(path), cwd=tmp_path, background=True) for _ in range(2)]
+    procs = [ablate_cli("sweep", str(path), cwd=tmp_path, background=True) for _ in range(2)]
     codes = [p.wait(timeout=600) for p in procs]
     sweep_dir = tmp_path / "sweeps" / "t"
     assert codes == [0, 0], [p.stderr.read()[-2000:] for p in procs]
-    assert _statuses(sweep_dir) == ["finished"] * 3
-    assert _attempts(sweep_dir) == [1, 1, 1]
+    assert run_statuses(sweep_dir) == ["finished"] * 3
+    assert run_attempts(sweep_dir) == [1, 1, 1]
 
 
 def test_a_run_killed_by_the_kernel_is_recorded_as_failed(tmp_path):
@@ -137,15 +92,15 @@ def test_a_run_killed_by_the_kernel_is_recorded_as_failed(tmp_path):
                     os.kill(os.getpid(), signal.SIGKILL)
             return Dying(data, seed, list, min_len=1, n_train=10, n_val=10)
     '''))
-    path = _sweep_file(tmp_path, """
+    path = sweep_file(tmp_path, """
         - {name: base}
         - {name: dies, data.task: sudden_death, data.task_args: {}, imports: [sudden_death]}
     """)
-    out = _ablate("sweep", str(path), cwd=tmp_path)
+    out = ablate_cli("sweep", str(path), cwd=tmp_path)
     sweep_dir = tmp_path / "sweeps" / "t"
     assert out.returncode == 1
-    assert _statuses(sweep_dir) == ["finished", "failed"]
-    result = json.loads((sweep_dir / _plan(sweep_dir)["runs"][1]["run_dir"] / "result.json").read_text())
+    assert run_statuses(sweep_dir) == ["finished", "failed"]
+    result = json.loads((sweep_dir / plan_of(sweep_dir)["runs"][1]["run_dir"] / "result.json").read_text())
     assert result["error"].startswith("killed by SIGKILL (out of memory?)")
 
 
@@ -157,7 +112,7 @@ def test_a_run_stopped_before_it_could_say_so_is_interrupted_not_failed(tmp_path
     from ablate.sweep import runner
     from ablate.sweep.plan import PlannedRun
 
-    monkeypatch.setattr(runner, "_ablate", lambda *a, **k: code)
+    monkeypatch.setattr(runner, "ablate_cli", lambda *a, **k: code)
     run = PlannedRun(id="r", variant="v", seed=0, varied={}, overrides=[], labels=[], run_dir="runs/r", parameters=1,
                      flops_per_token=1.0)
     runner._train(run, tmp_path, "seed: 0\n", {}, None, fresh=True)

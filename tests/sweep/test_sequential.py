@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ablate.report import build_report
-from tests.sweep.test_runner import _ablate, _attempts, _plan, _sweep_file, _statuses
+from tests.sweep.conftest import ablate_cli, plan_of, run_attempts, run_statuses, sweep_file
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ decide: {max_seeds: 5, margin: 0.05}
 
 
 def _sequential(tmp: Path) -> Path:
-    path = _sweep_file(tmp, ROWS, name="seq")
+    path = sweep_file(tmp, ROWS, name="seq")
     path.write_text(path.read_text() + SEQUENTIAL)
     return path
 
@@ -39,14 +39,14 @@ def _sequential(tmp: Path) -> Path:
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("sequential")
-    done = _ablate("sweep", str(_sequential(tmp)), "--workers", "2", cwd=tmp)
+    done = ablate_cli("sweep", str(_sequential(tmp)), "--workers", "2", cwd=tmp)
     assert done.returncode == 0, done.stderr[-2000:]
     return tmp / "sweeps" / "seq"
 
 
 def _seeds(sweep_dir: Path) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
-    for run in _plan(sweep_dir)["runs"]:
+    for run in plan_of(sweep_dir)["runs"]:
         out.setdefault(run["variant"], []).append(run["seed"])
     return out
 
@@ -63,37 +63,37 @@ def test_rows_get_seeds_until_decided_and_the_report_says_when(finished):
     assert seeds["base"] == list(range(max(len(s) for s in seeds.values())))  # the base kept pace
     stalled = next(r for r in report.variants if r.name == "stalled").comparison
     assert stalled.verdict == "worse" and stalled.decided_at == 3  # a model that barely trains: decided at once
-    assert set(_statuses(finished)) == {"finished"}
+    assert set(run_statuses(finished)) == {"finished"}
 
 
 def test_a_relaunch_of_a_decided_sweep_trains_nothing(finished):
-    before, plan = _attempts(finished), _plan(finished)
-    again = _ablate("sweep", str(finished.parent.parent / "sweep.yaml"), cwd=finished.parent.parent)
+    before, plan = run_attempts(finished), plan_of(finished)
+    again = ablate_cli("sweep", str(finished.parent.parent / "sweep.yaml"), cwd=finished.parent.parent)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert _attempts(finished) == before and _plan(finished)["runs"] == plan["runs"]
+    assert run_attempts(finished) == before and plan_of(finished)["runs"] == plan["runs"]
 
 
 def test_a_killed_sequential_sweep_ends_with_the_runs_of_an_uninterrupted_one(finished, tmp_path):
     path = _sequential(tmp_path)
     sweep_dir = tmp_path / "sweeps" / "seq"
-    proc = _ablate("sweep", str(path), "--workers", "2", cwd=tmp_path, background=True)
+    proc = ablate_cli("sweep", str(path), "--workers", "2", cwd=tmp_path, background=True)
     deadline = time.time() + 300
-    while time.time() < deadline and Counter(_statuses(sweep_dir) if (sweep_dir / "plan.json").is_file()
+    while time.time() < deadline and Counter(run_statuses(sweep_dir) if (sweep_dir / "plan.json").is_file()
                                              else []).get("finished", 0) < 4:
         time.sleep(0.3)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    resumed = _ablate("sweep", str(path), "--workers", "2", cwd=tmp_path)
+    resumed = ablate_cli("sweep", str(path), "--workers", "2", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    ids = lambda d: sorted(r["id"] for r in _plan(d)["runs"])  # noqa: E731
-    assert ids(sweep_dir) == ids(finished) and set(_statuses(sweep_dir)) == {"finished"}
+    ids = lambda d: sorted(r["id"] for r in plan_of(d)["runs"])  # noqa: E731
+    assert ids(sweep_dir) == ids(finished) and set(run_statuses(sweep_dir)) == {"finished"}
     mine, theirs = build_report(sweep_dir), build_report(finished)
     assert [(r.name, r.comparison and r.comparison.verdict) for r in mine.variants] == \
         [(r.name, r.comparison and r.comparison.verdict) for r in theirs.variants]
     values = {r["id"]: json.loads((sweep_dir / r["run_dir"] / "result.json").read_text())["final"]["val/loss"]
-              for r in _plan(sweep_dir)["runs"]}
+              for r in plan_of(sweep_dir)["runs"]}
     theirs_values = {r["id"]: json.loads((finished / r["run_dir"] / "result.json").read_text())["final"]["val/loss"]
-                     for r in _plan(finished)["runs"]}
+                     for r in plan_of(finished)["runs"]}
     assert values == theirs_values  # killed and resumed runs end bit-identical
 
 
@@ -101,17 +101,17 @@ def test_a_stratified_sequential_sweep_adds_seeds_to_every_cell_of_an_undecided_
     """Rows x a parameter: each contrast (a row within a stratum, a main effect, a simple effect, the interaction)
     asks for seeds in all of its cells until it is decided; each cell ends with the seeds of the most demanding
     contrast it belongs to."""
-    path = _sweep_file(tmp_path, ROWS.replace("- {name: dropout, model.dropout: 0.12}\n", ""), name="strata")
+    path = sweep_file(tmp_path, ROWS.replace("- {name: dropout, model.dropout: 0.12}\n", ""), name="strata")
     path.write_text(path.read_text() + """
 parameters:
   model.attention_dropout: {values: [0.0, 0.05]}
   seed: {values: [0, 1, 2]}
 decide: {max_seeds: 4, margin: 0.05}
 """)
-    done = _ablate("sweep", str(path), "--workers", "2", cwd=tmp_path)
+    done = ablate_cli("sweep", str(path), "--workers", "2", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     sweep_dir = tmp_path / "sweeps" / "strata"
-    plan, seeds, report = _plan(sweep_dir), _seeds(sweep_dir), build_report(sweep_dir)
+    plan, seeds, report = plan_of(sweep_dir), _seeds(sweep_dir), build_report(sweep_dir)
     assert [f["name"] for f in plan["factors"]] == ["row", "model.attention_dropout"]
     assert report.strata == ["attention_dropout=0", "attention_dropout=0.05"] and len(report.effects) == 5
     demand: dict[str, int] = {}

@@ -13,7 +13,7 @@ import pytest
 from ablate.sweep import load_sweep
 from ablate.sweep.launch import launch
 from ablate.sweep.runner import MAX_PER_GPU, Gpu, slots
-from tests.sweep.test_runner import _sweep_file
+from tests.sweep.conftest import sweep_file
 
 GiB = 1 << 30
 
@@ -82,7 +82,7 @@ def test_a_packed_sweep_trains_k_runs_at_once_on_each_gpu_and_pins_each_run(tmp_
     monkeypatch.setattr(runner, "train_here", fake_train)
     monkeypatch.setattr(runner.os, "cpu_count", lambda: 8)
     rows = "\n".join(f"- {{name: r{i}, seed: {i}}}" for i in range(8))
-    sweep = load_sweep(_sweep_file(tmp_path, rows))
+    sweep = load_sweep(sweep_file(tmp_path, rows))
     _, runs, outcome = launch(sweep, extra=[], sweep_dir=tmp_path / "s", workers=1, dry_run=False, retry_failed=False,
                               progress=False, runs_per_gpu=2)
     assert len(outcome.done) == len(runs) == 8 and not outcome.failed

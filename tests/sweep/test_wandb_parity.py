@@ -33,7 +33,7 @@ from ablate.sweep.plan import PlannedRun
 from ablate.sweep.queue import run_score
 from ablate.sweep.wandb_backend import to_wandb
 from tests.conftest import REPO, TINY
-from tests.sweep.test_runner import _plan, _statuses
+from tests.sweep.conftest import plan_of, run_statuses
 
 BASE = f"base: {{config: {REPO / 'configs/default.yaml'}, overrides: [train.max_steps=10]}}"
 
@@ -322,8 +322,8 @@ def test_an_open_ended_sweep_stopped_by_ctrl_c_keeps_its_runs_and_resumes(tmp_pa
     proc = _cli("sweep", str(path), "--workers", "2", cwd=tmp_path, background=True)
     deadline = time.time() + 300
     while time.time() < deadline and (not (sweep_dir / "plan.json").is_file() or
-                                      _statuses(sweep_dir).count("finished") < 3 or
-                                      "running" not in _statuses(sweep_dir)):  # stop it with a run in flight
+                                      run_statuses(sweep_dir).count("finished") < 3 or
+                                      "running" not in run_statuses(sweep_dir)):  # stop it with a run in flight
         time.sleep(0.1)
     if stop == signal.SIGINT:
         os.killpg(proc.pid, stop)  # Ctrl-C: the terminal signals the sweep and its runs
@@ -331,18 +331,18 @@ def test_an_open_ended_sweep_stopped_by_ctrl_c_keeps_its_runs_and_resumes(tmp_pa
         os.kill(proc.pid, stop)  # a scheduler's SIGTERM: the sweep alone, which stops its runs
     proc.communicate(timeout=120)
     assert proc.returncode != 0
-    plan = _plan(sweep_dir)["runs"]
+    plan = plan_of(sweep_dir)["runs"]
     results = {r["id"]: sweep_dir / r["run_dir"] / "result.json" for r in plan}  # a run drawn but not started has none
     finished = {i: path.read_bytes() for i, path in results.items()
                 if path.is_file() and json.loads(path.read_text())["status"] == "finished"}
-    assert len(finished) >= 3 and "failed" not in _statuses(sweep_dir)
+    assert len(finished) >= 3 and "failed" not in run_statuses(sweep_dir)
     assert len(plan) > len(finished)  # runs were in flight when it was stopped
     total = len(plan) + 1
     again = _cli("sweep", str(path), "--workers", "2", "--max-runs", str(total), cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
-    resumed = _plan(sweep_dir)["runs"]
+    resumed = plan_of(sweep_dir)["runs"]
     assert [r["id"] for r in resumed[: len(plan)]] == [r["id"] for r in plan]  # the same draws, in order
-    assert len(resumed) == total and _statuses(sweep_dir) == ["finished"] * total
+    assert len(resumed) == total and run_statuses(sweep_dir) == ["finished"] * total
     assert {i: (sweep_dir / "runs" / i / "result.json").read_bytes() for i in finished} == finished  # not retrained
 
 
@@ -510,5 +510,5 @@ def test_an_open_ended_sweep_ends_when_a_run_reaches_the_metric_target(tmp_path)
     path.write_text(path.read_text() + "metric: {name: val/loss, goal: minimize, target: 100.0}\n")
     done = _cli("sweep", str(path), "--workers", "2", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    statuses = _statuses(tmp_path / "sweeps" / "open")
+    statuses = run_statuses(tmp_path / "sweeps" / "open")
     assert 1 <= statuses.count("finished") <= 3 and set(statuses) == {"finished"}  # the first runs reach it
