@@ -24,7 +24,8 @@ from ablate.runs.files import config_hash, read_result, write_atomic, write_json
 from ablate.runs.lock import run_lock
 from ablate.runs.metrics import perplexity
 from ablate.runtime import allocator_in_use
-from ablate.train.callbacks import FiniteLoss, Progress, StopRequest, TokenThroughput, WallClock
+from ablate.train.callbacks import (FiniteLoss, Progress, StopRequest, TokenThroughput, ValidateAtLastStep,
+                                    WallClock)
 from ablate.train.checkpoints import AtomicCheckpointIO, step_checkpoint_callback
 from ablate.train.precision import resolve_precision
 from ablate.train.preflight import check_run_dir, check_settings, make_run_dir
@@ -159,7 +160,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
     if cfg.train.val_bleu:
         callbacks.append(ValidationBleu())  # does nothing for tasks without references
     stop = StopRequest(run_dir)
-    callbacks += [Progress(run_dir), stop]
+    callbacks += [Progress(run_dir), stop, ValidateAtLastStep()]
     resumer = ExactResume()
     callbacks.append(resumer)  # after the others: it restores the training random states once validation is over
     result.update(parameters=system.n_params["total"], parameters_by_part=system.n_params, resumed_from=str(resume) if resume else None)
