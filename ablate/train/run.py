@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 import traceback
 import warnings
@@ -31,6 +32,7 @@ from ablate.train.precision import resolve_precision
 from ablate.train.preflight import check_run_dir, check_settings, make_run_dir
 from ablate.train.resume import ExactResume
 from ablate.train.system import TransformerSystem
+from ablate.train.threads import use_threads
 from ablate.train.validation_bleu import ValidationBleu
 
 
@@ -125,6 +127,9 @@ def train(cfg: DictConfig) -> Path:
         Exception: whatever stopped training, after result.json records it.
     """
     start = time.time()
+    said = use_threads(cfg.trainer.threads)  # a bad count is named before anything is built or written
+    if rank_zero_only.rank == 0:
+        print(said, file=sys.stderr)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     # Build first: a component that rejects its arguments fails before anything is written.
     system = TransformerSystem(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
