@@ -30,9 +30,14 @@ def sweep_dir_of(target: str) -> Path:
     from ablate.sweep import default_sweep_dir, load_sweep
 
     path = Path(target)
+    if not path.exists():
+        raise ConfigError("SWEEP", target, "a sweep's directory (holding plan.json) or its sweep file: nothing is "
+                          "there", "command line")
     if path.is_dir():
         if not (path / "plan.json").is_file():
-            raise ConfigError("SWEEP", target, "a sweep file or a sweep directory holding plan.json", "command line")
+            run = "; it is a run's folder, whose numbers are in result.json" if (path / "config.yaml").is_file() else ""
+            raise ConfigError("SWEEP", target, "a sweep's directory, holding plan.json, or its sweep file (this "
+                              f"folder has no plan.json{run})", "command line")
         return path
     folder = default_sweep_dir(load_sweep(path))
     if not (folder / "plan.json").is_file():

@@ -127,9 +127,7 @@ def train(cfg: DictConfig) -> Path:
         Exception: whatever stopped training, after result.json records it.
     """
     start = time.time()
-    said = use_threads(cfg.trainer.threads)  # a bad count is named before anything is built or written
-    if rank_zero_only.rank == 0:
-        print(said, file=sys.stderr)
+    threads = use_threads(cfg.trainer.threads)  # a bad count is named before anything is built or written
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     # Build first: a component that rejects its arguments fails before anything is written.
     system = TransformerSystem(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
@@ -144,12 +142,14 @@ def train(cfg: DictConfig) -> Path:
             check_run_dir(run_dir, cfg, previous)
         if previous.get("status") == "finished" and previous.get("config_hash") == config_hash(cfg):
             return run_dir  # another process finished this very run while we waited to start it
-        _fit(cfg, system, data, run_dir, start, lead)
+        _fit(cfg, system, data, run_dir, start, lead, threads)
     return run_dir
 
 
 def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModule, run_dir: Path, start: float,
-         lead: bool) -> None:
+         lead: bool, threads: str) -> None:
+    """Train in ``run_dir``, recording the result; ``threads``: the line saying the CPU threads, printed once the
+    Trainer is made (a setting Lightning refuses is the only line of a mistake)."""
     write = write_json if lead else (lambda path, data: None)
     if lead:
         write_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg))
@@ -180,6 +180,8 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
                       wall_time_s=clock.seconds)
         write(run_dir / "result.json", result)
         raise RunFailed(run_dir, result["error"]) from exc
+    if lead:
+        print(threads, file=sys.stderr)
     try:
         trainer.fit(system, datamodule=data, ckpt_path=str(resume) if resume else None)
     except Exception as exc:
