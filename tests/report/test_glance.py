@@ -98,14 +98,17 @@ for (const open of [false, true]) {
 
 
 @pytest.mark.skipif(chromium() is None, reason="no chromium binary on PATH (apt-get install -y chromium)")
-@pytest.mark.parametrize("width", [1000, 1400])
-def test_the_page_fits_its_window_with_every_verdict_in_view(quickstart, tmp_path, width):
+@pytest.mark.parametrize("sweep, width, n_badges", [("quickstart", 1000, 4), ("quickstart", 1400, 4),
+                                                     ("failures", 1000, 2)])
+def test_the_page_fits_its_window_with_every_verdict_in_view(quickstart, tmp_path, sweep, width, n_badges):
     """Measured in the page by a script added to a copy (the report itself has none): no horizontal scrollbar with
-    the folds closed or open, and every verdict badge inside the window."""
+    the folds closed or open, and every verdict badge inside the window; ``failures``: conftest's sweep with a
+    failed run's long error in its wide table and a pending row (no badge)."""
     import json
 
+    report = quickstart if sweep == "quickstart" else build_report(make_sweep(tmp_path))
     page = tmp_path / "report.html"
-    page.write_text(render_html(quickstart).replace("</body>", MEASURE + "\n</body>"))
+    page.write_text(render_html(report).replace("</body>", MEASURE + "\n</body>"))
     args = [chromium(), "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run", "--hide-scrollbars",
             f"--user-data-dir={tmp_path / 'profile'}", "--proxy-server=127.0.0.1:9", f"--window-size={width},1200"]
     dom = subprocess.run([*args, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=60,
@@ -113,7 +116,7 @@ def test_the_page_fits_its_window_with_every_verdict_in_view(quickstart, tmp_pat
     for open_ in ("false", "true"):
         m = json.loads(re.search(rf'<pre id="measure-{open_}">(.*?)</pre>', dom).group(1).replace("&quot;", '"'))
         assert m["client"] == width and m["scroll"] <= width, (open_, m)
-        assert m["badges"] == 4 and m["right"] <= width and m["plot"] > 400, (open_, m)
+        assert m["badges"] == n_badges and m["right"] <= width and m["plot"] > 400, (open_, m)
 
 
 def test_ablate_report_prints_the_verdict_view_and_every_column_with_wide(tmp_path, capsys):
