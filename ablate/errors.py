@@ -47,6 +47,23 @@ class NoEffect(ConfigError):
         return f"{where}{self.key}={self.value!r} has no effect: {self.allowed}"
 
 
+class UnknownKey(ConfigError):
+    """A key the schema does not have: the message names the key, then the keys it could have meant.
+
+    Args:
+        key: the dotted key as given, e.g. ``model.n_head``.
+        allowed: the keys allowed there, in words.
+        source: as for :class:`ConfigError`.
+    """
+
+    def __init__(self, key: str, allowed: str, source: str | None = None):
+        super().__init__(key, None, allowed, source)
+
+    def _message(self) -> str:
+        where = f"{self.source}: " if self.source else ""
+        return f"{where}{self.key} is not a key; expected {self.allowed}"
+
+
 def check_name(name: str, key: str, source: str | None = None) -> str:
     """``name`` when it is a name: a run's or a sweep's folder is made from it under runs/ or sweeps/, so it may not
     be a path (``../x``, ``/tmp/x``) or empty.

@@ -22,7 +22,7 @@ def _block_after(label: str) -> str:
 
 
 def test_ci_runs_the_readme_test_command():
-    test_command = _block_after("Run the tests:").strip()
+    test_command = _block_after("Run the tests").strip()
     assert test_command in (REPO / ".ci" / "run").read_text()
 
 
@@ -88,3 +88,27 @@ def test_the_variant_table_is_what_ablate_components_markdown_prints(capsys):
             and not any(f"| `{name}`" in line for name in own)]  # variants other tests registered
     missing = [row for row in rows if row not in README]
     assert not missing, missing[:3]
+
+
+def test_the_components_mask_comment_lists_every_built_in_mask_with_its_parameters():
+    from ablate import registry
+
+    (comment,) = re.findall(r"^ablate components mask\s+# (.*)$", README, flags=re.M)
+    builtin = [e for e in registry.entries("mask") if e.module.startswith("ablate.")]
+    expected = [e.name + (f" [{', '.join(p.name for p in e.params)}]" if e.params else "") for e in builtin]
+    assert comment == ", ".join(expected)
+
+
+def test_the_quickstart_s_run_counts_and_minutes_are_the_readme_s_and_within_its_design():
+    """The quickstart file quotes the README's fresh-clone runs (23 on AVX2, 32 in bf16) and minutes; both counts lie
+    between the runs its sequential design starts with and the most it may train."""
+    from ablate.sweep import load_sweep
+
+    text = (REPO / "experiments" / "quickstart.yaml").read_text()
+    minutes, (low, high) = re.search(r"About (\d+ to \d+) minutes", text).group(1), map(int, re.search(
+        r"\((\d+) to (\d+) runs", text).groups())
+    assert f"About {minutes} minutes on this project's 2-core CPU" in README
+    assert f"({low} runs, " in README and f"; {high} runs." in README
+    sweep = load_sweep(REPO / "experiments" / "quickstart.yaml")
+    rows, seeds = len(sweep.rows), len(sweep.seeds)
+    assert rows * seeds <= low <= high <= sweep.decide.most_runs(rows)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from ablate.errors import ConfigError
+from ablate.errors import ConfigError, UnknownKey
 from ablate.runs.lock import EXIT_LOCKED, RunLocked
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
@@ -42,7 +42,15 @@ def load(args: argparse.Namespace, config_required: bool):
         if not DEFAULT_CONFIG.is_file():
             raise ConfigError("CONFIG", None, f"a config file ({DEFAULT_CONFIG} is not in this folder)", "command line")
         config = str(DEFAULT_CONFIG)
-    return load_config(config, overrides, imports=args.imports)
+    try:
+        return load_config(config, overrides, imports=args.imports)
+    except UnknownKey as err:
+        from ablate.sweep.read import ABLATE_KEYS, W_AND_B_KEYS
+
+        if err.source == config and err.key in (W_AND_B_KEYS | ABLATE_KEYS):  # e.g. method, rows: a sweep's keys
+            raise UnknownKey(err.key, f"{err.allowed}; {config} is a sweep file: ablate sweep {config}",
+                             err.source) from None
+        raise
 
 
 def _warn_if_empty(args: argparse.Namespace) -> None:

@@ -30,9 +30,14 @@ def sweep_dir_of(target: str) -> Path:
     from ablate.sweep import default_sweep_dir, load_sweep
 
     path = Path(target)
+    if not path.exists():
+        raise ConfigError("SWEEP", target, "a sweep's directory (holding plan.json) or its sweep file: nothing is "
+                          "there", "command line")
     if path.is_dir():
         if not (path / "plan.json").is_file():
-            raise ConfigError("SWEEP", target, "a sweep file or a sweep directory holding plan.json", "command line")
+            run = "; it is a run's folder, whose numbers are in result.json" if (path / "config.yaml").is_file() else ""
+            raise ConfigError("SWEEP", target, "a sweep's directory, holding plan.json, or its sweep file (this "
+                              f"folder has no plan.json{run})", "command line")
         return path
     folder = default_sweep_dir(load_sweep(path))
     if not (folder / "plan.json").is_file():
@@ -115,15 +120,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 1 if outcome.failed or outcome.interrupted else 0
 
 
-def print_report(sweep_dir: Path) -> bool:
-    """Build the sweep's report, print its table, write its files, and put the table in W&B when the runs logged
-    there. Returns whether the files were written (a read-only sweep gets its table printed all the same)."""
+def print_report(sweep_dir: Path, *, wide: bool = False) -> bool:
+    """Build the sweep's report, print its table (the verdict view; every column with ``wide``), write its files, and
+    put the table in W&B when the runs logged there. Returns whether the files were written (a read-only sweep gets
+    its table printed all the same)."""
     from omegaconf import OmegaConf
 
     from ablate.report import build_report, format_terminal, upload_table, write_report
+    from ablate.report.render import wants_colour
 
     report = build_report(sweep_dir)
-    print(format_terminal(report))
+    print(format_terminal(report, wide=wide, colour=wants_colour(sys.stdout)))
     try:
         write_report(report, sweep_dir / "report")
     except OSError as exc:
@@ -141,7 +148,7 @@ def print_report(sweep_dir: Path) -> bool:
 
 def cmd_report(args: argparse.Namespace) -> int:
     sweep_dir = sweep_dir_of(args.sweep)
-    if print_report(sweep_dir):
+    if print_report(sweep_dir, wide=args.wide):
         print(sweep_dir / "report" / "report.html")
     return 0
 

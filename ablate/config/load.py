@@ -27,7 +27,7 @@ import ablate.data  # noqa: F401  (registers the built-in tasks)
 from ablate.config.reads import check_reads
 from ablate.config.schema import run_schema
 from ablate.config.validate import validate
-from ablate.errors import ConfigError
+from ablate.errors import ConfigError, UnknownKey
 from ablate import registry
 from ablate.registry import import_modules
 from ablate.yamlio import load_yaml_file
@@ -256,7 +256,7 @@ RENAMED = {  # keys of earlier versions, and what replaced them
 
 def _unknown_key(cfg: DictConfig, full_key: str) -> ConfigError:
     if full_key in RENAMED:
-        return ConfigError(full_key, "unknown key", f"{RENAMED[full_key]}, which replaces it")
+        return UnknownKey(full_key, f"{RENAMED[full_key]}, which replaces it")
     parent, _, leaf = full_key.rpartition(".")
     node = OmegaConf.select(cfg, parent) if parent else cfg
     known = list(node.keys()) if isinstance(node, DictConfig) else []
@@ -268,7 +268,7 @@ def _unknown_key(cfg: DictConfig, full_key: str) -> ConfigError:
         close = [tails[near[0]]] if near else []
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     where = f"'{parent}'" if parent else "the top level"
-    return ConfigError(full_key, "unknown key", f"a key of {where}: {', '.join(known)}{hint}")
+    return UnknownKey(full_key, f"a key of {where}: {', '.join(known)}{hint}")
 
 
 def _schema_keys(cfg: DictConfig) -> list[str]:

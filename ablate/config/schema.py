@@ -90,7 +90,8 @@ class TrainConfig:
 
 @dataclass
 class TrainerConfig:
-    """Passed through to ``pytorch_lightning.Trainer`` (but ``compile``); anything else goes under ``extra``."""
+    """Passed through to ``pytorch_lightning.Trainer`` (but ``compile`` and ``threads``); anything else goes under
+    ``extra``."""
 
     accelerator: str = "auto"
     devices: Any = "auto"
@@ -102,6 +103,7 @@ class TrainerConfig:
     deterministic: bool = False
     enable_progress_bar: bool = True
     compile: bool = False  # torch.compile the model's training forward (benchmarks/gpu.py measures what it gains)
+    threads: Optional[int] = None  # CPU threads (null: a sweep pool's share, else every core; ablate/train/threads.py)
     extra: Dict[str, Any] = field(default_factory=dict)
 
 

@@ -23,6 +23,7 @@ from torch.utils.data import DataLoader
 
 from ablate.data.collate import Seq2SeqCollator, stack_lm
 from ablate.data.sampler import ShuffledBatches
+from ablate.data.symbols import Symbols
 from ablate.data.task import Task
 from ablate.errors import ConfigError
 
@@ -42,6 +43,8 @@ class _Synthetic(Task, pl.LightningDataModule):
             if n < 1:
                 raise ConfigError(f"data.task_args.{key}", n, "a positive integer")
         self.cfg, self.seed, self.n_train, self.n_val = data, seed, n_train, n_val
+        self.symbol_text = Symbols(self.first_symbol, data.vocab_size, pad_id=data.pad_id, bos_id=data.bos_id,
+                                   eos_id=data.eos_id)  # its text, for ablate generate and attention
 
     def symbols(self, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
         return torch.randint(self.first_symbol, self.cfg.vocab_size, shape, generator=g)

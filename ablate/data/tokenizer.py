@@ -131,6 +131,10 @@ class Tokenizer:
         """Text of ``ids``; pad, BOS and EOS decode to nothing (truncating at EOS is the caller's job)."""
         return self.sp.decode([int(i) for i in ids])
 
+    def piece(self, i: int) -> str:
+        """One id's subword as sentencepiece writes it (``▁the``), for labels."""
+        return self.sp.id_to_piece(int(i))
+
 
 def cache_root(cache_dir: str | None) -> Path:
     """The cache folder: ``data.cache_dir``, or ``~/.cache/ablate`` when unset."""

@@ -20,7 +20,7 @@ from ablate.config.schema import Arch
 from ablate.decode import translate
 from ablate.errors import ConfigError
 from ablate.evaluate.generate import lm_prompt_ids
-from ablate.evaluate.load import load_run_model, run_task, translation_task
+from ablate.evaluate.load import encode, inspect_task, load_run_model
 from ablate.model import attention_weights
 
 LABELS_UP_TO = 40  # tokens: longer inputs get no tick labels
@@ -38,11 +38,11 @@ class Panel:
     keys: list[str]
 
 
-def _pieces(tokenizer, ids: list[int]) -> list[str]:
-    return [tokenizer.sp.id_to_piece(int(i)) for i in ids]
+def _pieces(text, ids: list[int]) -> list[str]:
+    return [text.piece(i) for i in ids]
 
 
-def collect(run_dir: str | Path, text: str, *, target: str | None = None, checkpoint: str = "best",
+def collect(run_dir: str | Path, text: str, *, target: str | None = None, checkpoint: str | None = None,
             beam: int = 4) -> list[Panel]:
     """Run the model once on ``text`` and return its attention weights, one panel per module, in
     stack and layer order.
@@ -52,24 +52,24 @@ def collect(run_dir: str | Path, text: str, *, target: str | None = None, checkp
     """
     cfg, model, _ = load_run_model(run_dir, checkpoint=checkpoint, device="cpu")
     d = cfg.data
+    _, tok = inspect_task(cfg, run_dir)
     if cfg.model.arch == Arch.encoder_decoder:
-        tok = translation_task(cfg).tokenizer
-        src = tok.encode(" ".join(text.split()))
-        if not src:
-            raise ConfigError("--text", text, "text with at least one token", "command line")
+        src = encode(tok, text, "--text")
         if target is None:
             (tgt,) = translate(model, [src], bos_id=d.bos_id, eos_id=d.eos_id, pad_id=d.pad_id, beam=beam)
         else:
-            tgt = tok.encode(" ".join(target.split()))
+            tgt = encode(tok, target, "--target")
         tgt_in = [d.bos_id, *tgt]
         with torch.no_grad(), attention_weights(model) as found:
             model(torch.tensor([src]), torch.tensor([tgt_in]))
         sides = {"encoder": _pieces(tok, src), "decoder": _pieces(tok, tgt_in)}
     else:
-        tok = run_task(cfg).tokenizer
         if not text.strip():
             raise ConfigError("--text", text, "text with at least one token", "command line")
-        ids = lm_prompt_ids(text, tok)[1:][-d.max_len:]  # the text's own tokens, no leading EOS
+        try:
+            ids = lm_prompt_ids(text, tok)[1:][-d.max_len:]  # the text's own tokens, no leading EOS
+        except ValueError as exc:  # a synthetic task's symbols: the message says what they read
+            raise ConfigError("--text", text, str(exc), "command line") from None
         with torch.no_grad(), attention_weights(model) as found:
             model(torch.tensor([ids]))
         sides = {"decoder": _pieces(tok, ids)}
@@ -123,7 +123,7 @@ def draw(panels: list[Panel], title: str) -> Figure:
 
 
 def plot_attention(run_dir: str | Path, text: str, out: str | Path | None = None, *, target: str | None = None,
-                   checkpoint: str = "best", beam: int = 4) -> Path:
+                   checkpoint: str | None = None, beam: int = 4) -> Path:
     """Draw the attention of every head and layer of a run for ``text``; write a PNG.
 
     Args:
@@ -132,7 +132,7 @@ def plot_attention(run_dir: str | Path, text: str, out: str | Path | None = None
         out: the PNG path (default ``<run_dir>/attention.png``).
         target: for a translation run, the target sentence to attend over (default: the model's
             own translation, by beam search with ``beam``).
-        checkpoint: ``best`` or ``last``.
+        checkpoint: ``best`` or ``last``; None: best, else last.
 
     Returns:
         The PNG's path.

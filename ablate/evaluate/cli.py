@@ -110,7 +110,8 @@ def cmd_attention(args: argparse.Namespace) -> int:
 
 
 def _weights_options(p: argparse.ArgumentParser, average: bool = True) -> None:
-    p.add_argument("--checkpoint", default="best", choices=["best", "last"], help="which checkpoint (default: best)")
+    p.add_argument("--checkpoint", default=None, choices=["best", "last"],
+                   help="which checkpoint (default: best, else last for a run that never validated)")
     if average:
         p.add_argument("--average-last", type=int, default=0, metavar="K",
                        help="average the last K step checkpoints instead of --checkpoint (the paper: 5)")

@@ -29,7 +29,7 @@ def evaluate_run(
     batch_tokens: int = 8192,
     max_len_a: float = 1,
     max_len_b: int = 50,
-    checkpoint: str = "best",
+    checkpoint: str | None = None,
     device: str | None = None,
 ) -> dict[str, Any]:
     """Translate ``split`` with a run's model, write the translations, score them, record the score.
@@ -41,7 +41,7 @@ def evaluate_run(
         average_last: average the last k step checkpoints (0: use ``checkpoints/<checkpoint>.ckpt``).
         batch_tokens: source tokens per decoding batch, counting every beam.
         max_len_a, max_len_b: at most ``a * |x| + b`` output tokens (section 6.1: |x| + 50).
-        checkpoint: which single checkpoint: ``best`` (lowest val/loss) or ``last``.
+        checkpoint: which single checkpoint: ``best`` (lowest val/loss) or ``last``; None: best, else last.
         device: where to decode; default CUDA when available, else the CPU.
 
     Returns:

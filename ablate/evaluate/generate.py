@@ -1,7 +1,8 @@
 """``ablate generate``: see what a trained variant learned.
 
 A language-model run continues the prompt by sampling (temperature, top-k, seeded); a translation
-run translates it (beam search as in section 6.1, or greedy).
+run translates it (beam search as in section 6.1, or greedy). A synthetic task's run reads and writes its
+symbols as numbers: a reversal run given ``3 4 5 6`` answers ``6 5 4 3`` once it has learned.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ablate.config.schema import Arch
 from ablate.decode import sample, translate
 from ablate.errors import ConfigError
 from ablate.metrics.bleu import detokenize
-from ablate.evaluate.load import load_run_model, run_task, translation_task
+from ablate.evaluate.load import encode, inspect_task, load_run_model
 
 
 def lm_prompt_ids(prompt: str, tokenizer) -> list[int]:
@@ -36,7 +37,7 @@ def generate_run(
     seed: int = 0,
     beam: int = 4,
     alpha: float = 0.6,
-    checkpoint: str = "best",
+    checkpoint: str | None = None,
     average_last: int = 0,
     device: str | None = None,
 ) -> str:
@@ -47,7 +48,7 @@ def generate_run(
         prompt: text; for an LM a line break is a line break of the training text.
         max_new_tokens, temperature, top_k, seed: sampling (LM runs); temperature 0 is greedy.
         beam, alpha: beam search (translation runs); beam 1 is greedy.
-        checkpoint, average_last: which weights (as for ``ablate evaluate``).
+        checkpoint, average_last: which weights (as for ``ablate evaluate``); checkpoint None: best, else last.
         device: where to run; default CUDA when available, else the CPU.
 
     Returns:
@@ -58,17 +59,20 @@ def generate_run(
     """
     cfg, model, _ = load_run_model(run_dir, average_last=average_last, checkpoint=checkpoint, device=device)
     d = cfg.data
+    data, text = inspect_task(cfg, run_dir)
     if cfg.model.arch == Arch.encoder_decoder:
-        data = translation_task(cfg)
-        src = data.tokenizer.encode(" ".join(prompt.split()))
+        src = encode(text, prompt, "--prompt")
         (hypothesis,) = translate(model, [src], bos_id=d.bos_id, eos_id=d.eos_id, pad_id=d.pad_id, beam=beam,
                                   alpha=alpha)
-        return detokenize([hypothesis], data.tokenizer)[0]
-    data = run_task(cfg)
+        return detokenize([hypothesis], text)[0]
     if not prompt.strip():
         raise ConfigError("--prompt", prompt, "text with at least one token", "command line")
-    ids = lm_prompt_ids(prompt, data.tokenizer)
+    try:
+        ids = lm_prompt_ids(prompt, text)
+    except ValueError as exc:  # a synthetic task's symbols: the message says what they read
+        raise ConfigError("--prompt", prompt, str(exc), "command line") from None
     generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
     new = sample(model, ids, max_new_tokens=max_new_tokens, context=d.max_len, temperature=temperature,
                  top_k=top_k, generator=generator)
-    return data.decode_text(ids[1:] + new)  # without the leading EOS
+    decode = getattr(data, "decode_text", text.decode)  # a text LM's lines; a synthetic task's symbols
+    return decode(ids[1:] + new)  # without the leading EOS

@@ -52,7 +52,7 @@ def score(model: nn.Module, stream: torch.Tensor, length: int, *, batch_tokens: 
     return total / count
 
 
-def evaluate_lengths(run_dir: str | Path, *, factors: Sequence[int] = FACTORS, checkpoint: str = "best",
+def evaluate_lengths(run_dir: str | Path, *, factors: Sequence[int] = FACTORS, checkpoint: str | None = None,
                      average_last: int = 0, device: str | None = None) -> dict[str, Any]:
     """Score a language-model run at several multiples of its training length; record the scores.
 

@@ -3,8 +3,10 @@ average's) weights, and its data module (for the tokenizer and the references)."
 
 from __future__ import annotations
 
+import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
@@ -35,11 +37,11 @@ def run_arch(run_dir: str | Path) -> str:
     return str(OmegaConf.load(path).model.get("arch", "encoder_decoder"))
 
 
-def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: str = "best",
+def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: str | None = None,
                    device: str | None = None) -> tuple[DictConfig, nn.Module, list[Path]]:
     """The run's config and its model in fp32 eval mode on ``device`` (default: CUDA when available, else
     the CPU), with the weights of ``checkpoints/<checkpoint>.ckpt``, or the average of the last
-    ``average_last`` step checkpoints.
+    ``average_last`` step checkpoints. ``checkpoint`` None: ``best``, else ``last`` (said on stderr).
 
     Returns:
         The config, the model, and the checkpoint files its weights come from.
@@ -56,9 +58,7 @@ def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: st
         paths = last_checkpoints(run_dir, average_last)
         state = average_checkpoints(paths)
     else:
-        paths = [run_dir / "checkpoints" / f"{checkpoint}.ckpt"]
-        if not paths[0].is_file():
-            raise ConfigError("--checkpoint", checkpoint, f"a checkpoint in {paths[0].parent} (best, last)")
+        paths = [pick_checkpoint(run_dir, checkpoint)]
         state = load_state_dict(paths[0])
     model = build_model(cfg)
     try:
@@ -68,6 +68,24 @@ def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: st
         raise ConfigError("checkpoint", str(paths[0]), f"weights that fit {run_dir / 'config.yaml'} (they do not: "
                           f"{first})") from None
     return cfg, model.float().eval().to(target), paths
+
+
+def pick_checkpoint(run_dir: Path, checkpoint: str | None) -> Path:
+    """``checkpoints/<checkpoint>.ckpt``; for None, ``best.ckpt``, else ``last.ckpt`` with a note on stderr (a run
+    stopped before its first validation has no best).
+
+    Raises:
+        ConfigError: the checkpoint asked for, or both, missing.
+    """
+    folder = run_dir / "checkpoints"
+    if checkpoint is None and not (folder / "best.ckpt").is_file() and (folder / "last.ckpt").is_file():
+        print(f"ablate: note: {folder} has no best.ckpt (the run never validated): using last.ckpt", file=sys.stderr)
+        checkpoint = "last"
+    path = folder / f"{checkpoint or 'best'}.ckpt"
+    if not path.is_file():
+        raise ConfigError("--checkpoint", checkpoint or "best", f"a checkpoint in {folder} (best, last)",
+                          "command line")
+    return path
 
 
 def pick_device(device: str | None) -> torch.device:
@@ -90,18 +108,53 @@ def pick_device(device: str | None) -> torch.device:
     return picked
 
 
-def run_task(cfg: DictConfig) -> pl.LightningDataModule:
-    """The data module of a run, warning when its tokenizer had to be trained again (none cached):
-    if that one differs from the run's, every id the model reads or writes means something else."""
-    data = build_task(cfg)
+def run_task(cfg: DictConfig, run_dir: str | Path | None = None) -> pl.LightningDataModule:
+    """The data module of a run on a text task, warning when its tokenizer had to be trained again (none cached):
+    if that one differs from the run's, every id the model reads or writes means something else.
+
+    Raises:
+        ConfigError: the task has no tokenizer (``run_dir``, or the config's, is named).
+    """
+    return _with_tokenizer(build_task(cfg), cfg, run_dir)
+
+
+def _with_tokenizer(data: pl.LightningDataModule, cfg: DictConfig, run_dir: str | Path | None):
     if not hasattr(data, "tokenizer"):
-        raise ConfigError("RUN_DIR", str(cfg.output_dir or cfg.name), f"a run on a text task (parallel_text, text_lm): "
-                          f"task {cfg.data.task!r} has no tokenizer, so there is no text to read or write",
-                          "command line")
+        raise ConfigError("RUN_DIR", str(run_dir or cfg.output_dir or f"runs/{cfg.name}"),
+                          f"a run on a text task (parallel_text, text_lm): task {cfg.data.task!r} has no tokenizer, "
+                          "so there is no text to score", "command line")
     if not data.tokenizer.from_cache:
         warnings.warn(f"the tokenizer was trained again (none cached under data.cache_dir={cfg.data.cache_dir}); "
-                      "if it differs from the run's, the output is wrong", stacklevel=3)
+                      "if it differs from the run's, the output is wrong", stacklevel=4)
     return data
+
+
+def inspect_task(cfg: DictConfig, run_dir: str | Path) -> tuple[pl.LightningDataModule, Any]:
+    """The data module of a run to inspect and its text: the tokenizer of a text task, or a synthetic task's
+    symbols (:class:`ablate.data.symbols.Symbols`: ``"3 17 9"``).
+
+    Raises:
+        ConfigError: the task has neither.
+    """
+    data = build_task(cfg)
+    if hasattr(data, "symbol_text"):
+        return data, data.symbol_text
+    return _with_tokenizer(data, cfg, run_dir), data.tokenizer
+
+
+def encode(text_of: Any, text: str, option: str) -> list[int]:
+    """The ids of ``text`` (the value of ``option``, e.g. ``--prompt``) in a run's text.
+
+    Raises:
+        ConfigError: the text has no token, or a word a synthetic task's symbols cannot read.
+    """
+    try:
+        ids = text_of.encode(" ".join(text.split()))
+    except ValueError as exc:  # a synthetic task's symbols: the message says what they read
+        raise ConfigError(option, text, str(exc), "command line") from None
+    if not ids:
+        raise ConfigError(option, text, "text with at least one token", "command line")
+    return ids
 
 
 def translation_task(cfg: DictConfig) -> pl.LightningDataModule:

@@ -4,9 +4,10 @@
     print(format_terminal(report))            # aligned plain text
     write_report(report, sweep_dir / "report")  # table.md, table.csv, runs.csv, report.html
 
-Modules: ``collect`` reads the sweep directory, ``table`` aggregates it, ``text`` formats Markdown,
-plain text and CSV, ``plots`` and ``html`` make the self-contained page, ``write`` writes files and
-uploads to W&B.
+Modules: ``collect`` reads the sweep directory, ``table`` aggregates it, ``text`` and ``render`` format Markdown
+and plain text (the verdict view first, every column with ``wide``), ``records`` the CSV, ``badges`` colours a
+verdict by its kind, ``plots`` (the runs) and ``forest`` (the Δ plot) draw, ``html`` makes the self-contained page,
+``write`` writes files and uploads to W&B.
 """
 
 from ablate.report.collect import RunRow

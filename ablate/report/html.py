@@ -1,72 +1,89 @@
 """``report.html``: one self-contained page (inline CSS and SVG; no script, no link, no font to fetch).
 
-It holds a title (sweep, metric, goal, date), a note on missing and failed runs, the variant
-table, the two plots of :mod:`ablate.report.plots`, every failure's message and the run list.
+Verdict first: a title (sweep, metric, goal, date) and the note on missing and failed runs, then the Δ forest plot
+beside the verdict view (each row's headline metric, Δ, interval and verdict as a coloured badge); under it, folded,
+what the numbers mean and every column; then the plots of the runs, every failure's message and the run list.
+The page fits a window 1000 px wide: only a folded wide table scrolls, inside its own box.
 """
 
 from __future__ import annotations
 
 from html import escape
 
-from ablate.report import plots
+from ablate.report import badges, plots
 from ablate.report.effects import effect_cells, effect_headers, findings, trend_cells, trend_headers
 from ablate.report.records import run_columns, run_records
-from ablate.report.render import blocks, missing_note
+from ablate.report.forest import deltas_svg
+from ablate.report.render import blocks, missing_note, view
 from ablate.report.table import Report
 from ablate.report.text import (
     design_note,
-    display_cells,
-    display_headers,
     format_value,
     legend,
     notes,
     precision_note,
     status_note,
-    text_columns,
 )
 
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222;
-       max-width: 1280px; margin: 2em auto; padding: 0 1em; }
-h1 { margin-bottom: 0.1em; } .meta { color: #555; margin-top: 0; }
+       max-width: 1400px; margin: 2em auto; padding: 0 1em; }
+h1 { margin-bottom: 0.1em; } .meta { color: #555; margin-top: 0; } code { overflow-wrap: anywhere; }
 .note { background: #fff8e1; border-left: 4px solid #f0b400; padding: 0.5em 0.8em; }
 .note.ok { background: #eef7ee; border-color: #3a9a3a; }
 table { border-collapse: collapse; margin: 0.8em 0; font-variant-numeric: tabular-nums; }
 th, td { padding: 0.3em 0.55em; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }
 th { background: #f4f4f4; } td.text, th.text { text-align: left; }
-td:last-child { white-space: normal; min-width: 12em; max-width: 24em; color: #a00; font-size: 0.9em; }
+table.wide td:last-child { white-space: normal; min-width: 12em; max-width: 24em; color: #a00; font-size: 0.9em; }
+table.verdicts td:last-child { white-space: normal; }
 tr.base td { font-weight: 600; background: #f3f6fb; }
 tr.pending td, tr.failed td { color: #888; font-style: italic; }
-.plots { display: flex; flex-wrap: wrap; gap: 1.5em; } figure { margin: 0; }
+.verdict-view { display: flex; flex-wrap: wrap; align-items: flex-start; gap: 0.5em 2em; }
+.verdict-view > figure { flex: 1 1 560px; max-width: 720px; } .verdict-view > .tables { flex: 0 1 auto; min-width: 0; }
+.plots { display: flex; flex-wrap: wrap; gap: 1.5em; } figure { margin: 0; min-width: 0; }
 figure svg { max-width: 100%; height: auto; } figcaption { color: #555; font-size: 0.9em; }
-.scroll { overflow-x: auto; } .legend { color: #555; font-size: 0.9em; } details { margin-top: 1.5em; }
+.scroll { overflow-x: auto; max-width: 100%; } .legend { color: #555; font-size: 0.9em; }
+details { margin-top: 1em; } summary { cursor: pointer; font-weight: 600; }
 """
+CSS += badges.badge_css()
 
 
-def _table(table_id: str, headers: list[str], rows: list[tuple[str, list[str]]], text_cols: set[int]) -> str:
-    """An HTML table; ``rows`` are (row class, cells); columns in ``text_cols`` are left-aligned."""
+def _table(table_id: str, headers: list[str], rows: list[tuple[str, list[str]]], text_cols: set[int],
+           css: str = "", badge: int | None = None) -> str:
+    """An HTML table; ``rows`` are (row class, cells); columns in ``text_cols`` are left-aligned; column ``badge``
+    holds verdicts, each shown as a badge in its kind's colour."""
 
     def cls(i: int, extra: str = "") -> str:
         names = " ".join(n for n in ("text" if i in text_cols else "", extra) if n)
         return f' class="{names}"' if names else ""
 
+    def cell(i: int, text: str) -> str:
+        if i == badge and badges.kind(text):
+            return f'<span class="badge {badges.css_class(text)}">{escape(text)}</span>'
+        return escape(text)
+
     head = "".join(f"<th{cls(i)}>{escape(h)}</th>" for i, h in enumerate(headers))
     body = "\n".join(
-        f'<tr class="{row_cls}">' + "".join(f"<td{cls(i)}>{escape(c)}</td>" for i, c in enumerate(cells)) + "</tr>"
+        f'<tr class="{row_cls}">' + "".join(f"<td{cls(i)}>{cell(i, c)}</td>" for i, c in enumerate(cells)) + "</tr>"
         for row_cls, cells in rows)
-    return f'<table id="{table_id}">\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>'
+    css_attr = f' class="{css}"' if css else ""
+    return (f'<table id="{table_id}"{css_attr}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n'
+            "</table>")
 
 
-def variant_table(report: Report) -> str:
-    """The comparison table, one row per variant (a table per stratum); the base row and pending rows are styled."""
-    headers = display_headers(report)
+def variant_table(report: Report, *, wide: bool) -> str:
+    """The comparison table, one row per variant (a table per stratum), as the verdict view (a badge per verdict;
+    table ``verdicts``) or with every column (``wide``; table ``variants``); the base row and pending rows are
+    styled."""
     out = []
     for i, (stratum, variants) in enumerate(blocks(report)):
-        rows = [(" ".join(filter(None, ("base" if row.is_base else "", row.status))), display_cells(report, row))
-                for row in variants]
+        headers, cells, left = view(report, variants, wide=wide)
+        rows = [(" ".join(filter(None, ("base" if row.is_base else "", row.status))), c)
+                for row, c in zip(variants, cells)]
+        name = "variants" if wide else "verdicts"
         title = f"<h3>{escape(stratum)}</h3>\n" if stratum else ""
-        out.append(title + _table("variants" if i == 0 else f"variants-{i}", headers, rows,
-                                  text_cols=text_columns(report)))
+        out.append(title + _table(name if i == 0 else f"{name}-{i}", headers, rows, text_cols=left,
+                                  css="wide" if wide else "verdicts", badge=headers.index("verdict")))
     return "\n".join(out)
 
 
@@ -136,16 +153,22 @@ def render_html(report: Report) -> str:
                     f"(a) Validation {report.metric} of every variant, mean over seeds with a min–max band.")
     finals = figure("finals", plots.finals_svg(report),
                     f"(b) Final {report.metric} per variant, error bars: std over seeds; base highlighted.")
-    deltas = figure("deltas", plots.deltas_svg(report),
-                    f"(c) Each variant minus the base, error bars: its simultaneous interval ({report.design.describe()}); "
-                    "green: better, red: worse, blue: equivalent within the margin (dotted), grey: undecided.")
+    deltas = figure("deltas", deltas_svg(report),
+                    "Each variant minus the base, bars: its simultaneous interval; dotted: the margin; "
+                    "green: better, red: worse, blue: equivalent, grey: undecided.")
+    verdicts = (f'<section class="verdict-view">\n{deltas}\n<div class="tables">{variant_table(report, wide=False)}'
+                "</div>\n</section>")
+    definitions = (f'<details id="definitions"><summary>What the numbers mean</summary>\n'
+                   f'<p class="legend">{escape(legend(report))}</p>\n</details>')
+    every = (f'<details id="every-column"><summary>Every column</summary>\n'
+             f'<div class="scroll">{variant_table(report, wide=True)}</div>\n</details>')
     runs = (f"<details><summary>All runs ({len(report.runs)})</summary>\n"
             f'<div class="scroll">{run_table(report)}</div>\n</details>')
-    body = [header(report), "<h2>Variants</h2>", f'<div class="scroll">{variant_table(report)}</div>',
-            effects_tables(report),
-            *(f'<p class="note">{escape(line)}</p>' for line in [*missing_note(report), *precision_note(report), *notes(report)]),
-            f'<p class="legend">{escape(legend(report))}</p>',
-            f'<section class="plots">\n{curves}\n{finals}\n{deltas}\n</section>', failures(report), runs]
+    body = [header(report), "<h2>Verdicts</h2>", verdicts,
+            *(f'<p class="note">{escape(line)}</p>'
+              for line in [*missing_note(report), *precision_note(report), *notes(report)]),
+            definitions, every, effects_tables(report), "<h2>Runs</h2>",
+            f'<section class="plots">\n{curves}\n{finals}\n</section>', failures(report), runs]
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f"<title>{escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"

@@ -1,7 +1,8 @@
-"""The report's two plots, rendered by matplotlib as SVG text to inline in a self-contained page.
+"""The report's plots of the runs, rendered by matplotlib as SVG text to inline in a self-contained page.
 
 Figures are built with ``matplotlib.figure.Figure`` (no pyplot, no global backend state) and
-saved as SVG with text kept as ``<text>`` elements, so titles are searchable in the page.
+saved as SVG with text kept as ``<text>`` elements, so titles are searchable in the page. The Δ forest plot, the
+figure of the verdicts, is :mod:`ablate.report.forest`.
 """
 
 from __future__ import annotations
@@ -98,47 +99,6 @@ def finals_svg(report: Report) -> str:
     ax.set(ylabel=f"{report.metric} ({better} is better)", title=FINALS_TITLE.format(metric=report.metric))
     ax.grid(axis="y", alpha=0.3)
     return to_svg(fig, salt=f"{report.name}-finals")
-
-
-DELTAS_TITLE = "Δ {metric} against the base, {interval} (colour: verdict)"
-VERDICT_COLORS = {"better": "#2ca02c", "worse": "#d62728", "equivalent": "#1f77b4", "not worse": "#7fbf7f",
-                  "not better": "#e89090"}
-
-
-def deltas_svg(report: Report) -> str:
-    """(c) Each variant's difference from the base with its simultaneous interval as error bars, coloured by verdict
-    (green better, red worse, blue equivalent, grey undecided); the margin, when declared, as dotted lines. A variant
-    without an interval has a point, no bar.
-
-    Returns:
-        An ``<svg>`` element.
-    """
-    from ablate.report.text import interval_header
-
-    rows = [row for row in report.variants if not row.is_base]
-    fig = Figure(figsize=(7.5, max(2.2, 0.45 * len(rows) + 1.2)))
-    ax = fig.add_subplot()
-    for y, row in enumerate(rows):
-        c = row.comparison
-        if c is None or c.diff is None:
-            continue
-        color = "#999999" if row.leaks_labels else VERDICT_COLORS.get(c.verdict, "#555555")
-        err = [[c.diff - c.interval[0]], [c.interval[1] - c.diff]] if c.interval else None
-        ax.errorbar([c.diff], [y], xerr=err, fmt="o", color=color, capsize=4, elinewidth=1.6, ms=6)
-    ax.axvline(0.0, color=BASE_COLOR, lw=1, ls="--", alpha=0.7)
-    margins = {row.comparison.margin for row in rows if row.comparison and row.comparison.margin}
-    for m in sorted(margins)[:1]:
-        for x in (-m, m):
-            ax.axvline(x, color="#1f77b4", lw=1, ls=":", alpha=0.8)
-    ax.set_yticks(range(len(rows)), [_label(row, sep=" ") for row in rows])
-    ax.set_ylim(len(rows) - 0.5, -0.5)
-    if not any(row.comparison for row in rows):
-        _placeholder(ax, "no variant to compare with the base yet")
-    better = "left" if report.goal == "minimize" else "right"
-    ax.set(xlabel=f"Δ {report.metric} (better to the {better})",
-           title=DELTAS_TITLE.format(metric=report.metric, interval=interval_header(report)))
-    ax.grid(axis="x", alpha=0.3)
-    return to_svg(fig, salt=f"{report.name}-deltas")
 
 
 def _label(row: VariantRow, sep: str = "\n") -> str:

@@ -1,15 +1,26 @@
 """The whole report as a document: Markdown (table.md) and aligned plain text (the terminal).
 
-The variant table comes in one block per stratum (the rows compared with the base row at the same values of the
-other factors), then a two-factor design's effects with a sentence per interaction, then a ladder's trends.
+Both lead with the verdict view (:func:`ablate.report.text.verdict_columns`: each row's headline metric, Δ, interval
+and verdict), one block per stratum (the rows compared with the base row at the same values of the other factors).
+Every column comes after it in Markdown (folded), and in the terminal with ``wide`` (``ablate report --wide``); then a
+two-factor design's effects with a sentence per interaction, then a ladder's trends.
 """
 
 from __future__ import annotations
 
+import os
+import textwrap
+from typing import TextIO
+
+from ablate.report import badges
 from ablate.report.effects import effect_cells, effect_headers, findings, trend_cells, trend_headers
 from ablate.report.table import Report, VariantRow
 from ablate.report.text import (design_note, display_cells, display_headers, legend, notes, one_line,
-                                precision_note, status_note, text_columns)
+                                precision_note, status_note, text_columns, verdict_columns)
+
+WIDTH = 120  # the terminal's lines of prose are wrapped to this; the verdict view's table fits it
+MIN_WRAP = 16  # the narrowest a wrapped verdict may be
+WIDE_HINT = "every column and what the numbers mean: ablate report --wide (or report/report.html)"
 
 
 def blocks(report: Report) -> list[tuple[str, list[VariantRow]]]:
@@ -28,14 +39,37 @@ def _markdown_table(headers: list[str], rows: list[list[str]], left: set[int]) -
     return lines + ["| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |" for cells in rows]
 
 
-def format_markdown(report: Report) -> str:
-    """A Markdown document: title, the table (a block per stratum), effects, trends, the legend and the status."""
+def view(report: Report, rows: list[VariantRow], *, wide: bool) -> tuple[list[str], list[list[str]], set[int]]:
+    """The headers, the rows' cells and the left-aligned columns of the verdict view, or of every column (``wide``).
+
+    The verdict view leaves out the failures' column: the failed runs' errors are listed under the table.
+    """
     headers, left = display_headers(report), text_columns(report)
-    lines = [f"# {report.name}: {report.metric} ({report.goal})", "", f"{report.date} · {status_note(report)}", "",
-             f"Comparisons: {design_note(report)}", ""]
+    cells = [display_cells(report, row) for row in rows]
+    if wide:
+        return headers, cells, left
+    keep = verdict_columns(report)
+    return ([headers[i] for i in keep], [[c[i] for i in keep] for c in cells],
+            {j for j, i in enumerate(keep) if i in left})
+
+
+def _markdown_tables(report: Report, *, wide: bool) -> list[str]:
+    lines = []
     for stratum, rows in blocks(report):
+        headers, cells, left = view(report, rows, wide=wide)
+        if not wide:
+            cells = [[*c[:-1], badges.marked(c[-1])] for c in cells]
         lines += ([f"### {stratum}", ""] if stratum else [])
-        lines += _markdown_table(headers, [display_cells(report, row) for row in rows], left) + [""]
+        lines += _markdown_table(headers, cells, left) + [""]
+    return lines
+
+
+def format_markdown(report: Report) -> str:
+    """A Markdown document: title, the verdict view (a block per stratum), every column folded, effects, trends, the
+    legend and the status."""
+    lines = [f"# {report.name}: {report.metric} ({report.goal})", "", f"{report.date} · {status_note(report)}", "",
+             f"Comparisons: {design_note(report)}", "", *_markdown_tables(report, wide=False),
+             "<details><summary>Every column</summary>", "", *_markdown_tables(report, wide=True), "</details>", ""]
     if report.effects:
         lines += ["## Effects", ""]
         lines += _markdown_table(effect_headers(report), [effect_cells(report, e) for e in report.effects], {0, 1, 5})
@@ -47,44 +81,69 @@ def format_markdown(report: Report) -> str:
     return "\n".join([*lines, *missing_note(report), *precision_note(report), *notes(report), legend(report), ""])
 
 
-def _aligned(headers: list[str], rows: list[list[str]], left: set[int]) -> list[str]:
+def _aligned(headers: list[str], rows: list[list[str]], left: set[int], paint: int | None = None,
+             fit: int | None = None) -> list[str]:
+    """Aligned lines: a header, a rule, a row each; the cells of column ``paint`` in their verdict's colour. With
+    ``fit``, a row's last cell that would cross that column goes on in continuation lines under itself."""
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
 
-    def line(cells: list[str]) -> str:
-        padded = (c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-        return "  ".join(padded).rstrip()
+    def line(cells: list[str], colour: bool) -> str:
+        padded = [c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        start = sum(widths[:-1]) + 2 * (len(widths) - 1)  # where the last column begins
+        last = [padded[-1]]
+        if fit and start + len(cells[-1]) > fit and fit - start >= MIN_WRAP:
+            last = textwrap.wrap(cells[-1], fit - start)
+        if colour and paint is not None:  # the escape codes wrap the text, never the padding
+            def painted(text: str) -> str:
+                return text.replace(text.strip(), badges.ansi(text.strip(), cells[paint]), 1)
 
-    return [line(headers), line(["-" * w for w in widths]), *map(line, rows)]
+            if paint == len(cells) - 1:
+                last = [painted(chunk) for chunk in last]
+            else:
+                padded[paint] = painted(padded[paint])
+        first = "  ".join([*padded[:-1], last[0]]).rstrip()
+        return "\n".join([first, *(" " * start + chunk for chunk in last[1:])])
+
+    return [line(headers, False), line(["-" * w for w in widths], False), *(line(r, True) for r in rows)]
 
 
-def format_terminal(report: Report) -> str:
+def wants_colour(stream: TextIO) -> bool:
+    """Colour the verdicts on a terminal, unless ``NO_COLOR`` is set (https://no-color.org)."""
+    return stream.isatty() and not os.environ.get("NO_COLOR")
+
+
+def format_terminal(report: Report, *, wide: bool = False, colour: bool = False) -> str:
     """The report as aligned plain text, for printing: text columns left, numbers right.
 
     Args:
         report: from :func:`ablate.report.build_report`.
+        wide: every column and the legend; by default the verdict view, within :data:`WIDTH` columns (a long
+            verdict goes on under itself) for variant names of up to 40 characters.
+        colour: each verdict in its colour (ANSI escape codes), for a terminal.
 
     Returns:
         A title line, the table (a stratum's rows under its title), effects and trends when the design has them,
-        the legend, the run counts and each failed variant's error.
+        the notes, the run counts and each failed variant's error; with ``wide``, the legend too.
     """
-    headers, left = display_headers(report), text_columns(report)
-    out = [f"{report.name}: {report.metric} ({report.goal})  {report.date}", f"comparisons: {design_note(report)}", ""]
-    if len(report.strata) == 1:
-        out += _aligned(headers, [display_cells(report, row) for row in report.variants], left)
-    else:  # one alignment for every block, so the columns line up down the page
-        grouped = blocks(report)
-        table = _aligned(headers, [display_cells(report, row) for _, rows in grouped for row in rows], left)
-        out += table[:2]
-        at = 2
-        for stratum, rows in grouped:
-            out += [f"[{stratum}]", *table[at:at + len(rows)]]
-            at += len(rows)
+    title = [f"{report.name}: {report.metric} ({report.goal})  {report.date}",
+             textwrap.fill(f"comparisons: {design_note(report)}", WIDTH, subsequent_indent="  "), ""]
+    grouped = blocks(report)
+    headers, cells, left = view(report, [row for _, rows in grouped for row in rows], wide=wide)
+    verdict = headers.index("verdict")
+    table = _aligned(headers, cells, left, paint=verdict if colour else None, fit=None if wide else WIDTH)
+    out = title + table[:2]  # one alignment for every block, so the columns line up down the page
+    at = 2
+    for stratum, rows in grouped:
+        out += ([f"[{stratum}]"] if len(grouped) > 1 else []) + table[at:at + len(rows)]
+        at += len(rows)
     if report.effects:
         out += ["", "effects:", *_aligned(effect_headers(report), [effect_cells(report, e) for e in report.effects],
                                           {0, 1, 5}), *findings(report)]
     if report.trends:
         out += ["", "across sizes:", *_aligned(trend_headers(report), [trend_cells(report, t) for t in report.trends],
                                                {0, len(trend_headers(report)) - 1})]
-    out += ["", *missing_note(report), *precision_note(report), *notes(report), legend(report), status_note(report)]
-    out += [f"failed in {row.name}: {one_line(row.first_error)}" for row in report.variants if row.n_failed]
-    return "\n".join(out) + "\n"
+    prose = [*missing_note(report), *precision_note(report), *notes(report), *([legend(report)] if wide else []),
+             status_note(report), *(f"failed in {row.name}: {one_line(row.first_error)}"
+                                    for row in report.variants if row.n_failed)]
+    out += ["", *(textwrap.fill(line, WIDTH, subsequent_indent="  ") for line in prose)]
+    return "\n".join(out + ([] if wide else [WIDE_HINT])) + "\n"

@@ -83,10 +83,19 @@ def display_headers(report: Report) -> list[str]:
 
 
 def text_columns(report: Report) -> set[int]:
-    """Displayed columns aligned left: the variant, varied keys with a text value, the failures."""
+    """Displayed columns aligned left: the variant, varied keys with a text value, the verdict, the failures."""
     words = {1 + i for i, key in enumerate(report.varied_keys)
              if any(isinstance(row.varied.get(key), str) for row in report.variants)}
-    return {0, *words, len(display_headers(report)) - 1}
+    headers = display_headers(report)
+    return {0, *words, headers.index("verdict"), len(headers) - 1}
+
+
+def verdict_columns(report: Report) -> list[int]:
+    """The columns of the verdict view, as indices into :func:`display_headers`: the variant, its headline metric,
+    its runs, then Δ, its interval and the verdict side by side (the verdict last, so a long one widens nothing)."""
+    headers = display_headers(report)
+    names = [label(report.metric), "runs", f"Δ {label(report.metric)}", interval_header(report), "verdict"]
+    return [0, *(headers.index(name, 1) for name in names)]
 
 
 def label(key: str) -> str:

@@ -34,11 +34,13 @@ STOP_FILE = "STOP"
 
 
 def config_hash(cfg: DictConfig) -> str:
-    """A stable hash of the resolved config: the run's identity. Where it is written (output_dir) and
-    how it is logged (wandb: group, name, tags) are not part of it."""
+    """A stable hash of the resolved config: the run's identity. Where it is written (output_dir), how it is
+    logged (wandb: group, name, tags) and how many CPU threads train it (trainer.threads, as OMP_NUM_THREADS) are
+    not part of it."""
     data = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     data.pop("output_dir", None)
     data.pop("wandb", None)
+    data.get("trainer", {}).pop("threads", None)
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -48,7 +50,8 @@ def config_changes(old: DictConfig, new: DictConfig) -> list[str]:
     flat = [flatten(OmegaConf.to_container(c, resolve=True, enum_to_str=True)) for c in (old, new)]
     keys = sorted(set(flat[0]) | set(flat[1]))
     return [f"{k}: {flat[0].get(k, '(unset)')} -> {flat[1].get(k, '(unset)')}" for k in keys
-            if flat[0].get(k) != flat[1].get(k) and k.split(".")[0] not in ("output_dir", "wandb")]
+            if flat[0].get(k) != flat[1].get(k) and k.split(".")[0] not in ("output_dir", "wandb")
+            and k != "trainer.threads"]
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -30,6 +30,10 @@ class Decide:
     margin: Margin | None = None
     max_seeds: int | None = None
 
+    def most_runs(self, variants: int) -> int | None:
+        """The runs a sequential design trains at most: every variant at ``max_seeds`` (None for a fixed design)."""
+        return variants * self.max_seeds if self.max_seeds else None
+
 
 def parse_decide(spec: Any, source: str) -> Decide:
     """Parse ``decide:``.

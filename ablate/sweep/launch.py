@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from ablate.errors import ConfigError
 from ablate.sweep.memory import training_bytes
 from ablate.sweep.plan import (Planner, PlannedRun, base_variant, default_sweep_dir, factor_record, factorial_of,
                                plan_record, read_planned, run_config, write_plan)
+from ablate.sweep.progress import start_note
 from ablate.sweep.queue import BayesQueue, RunQueue, StreamQueue
 from ablate.sweep.runner import Outcome, execute, pending, slots
 from ablate.sweep.spec import Sweep
@@ -45,7 +47,7 @@ def format_matrix(sweep: Sweep, runs: list[PlannedRun]) -> str:
     if sweep.decide.max_seeds:
         n = sweep.decide.max_seeds
         count += (f" to start (sequential design: a seed at a time to undecided rows, up to {n} seeds each, "
-                  f"{len({r.variant for r in runs}) * n} runs at most)")
+                  f"{sweep.decide.most_runs(len({r.variant for r in runs}))} runs at most)")
     title = f"sweep {sweep.name}: {count}, method {sweep.method}, metric {sweep.metric['name']} ({sweep.metric['goal']})"
     fresh = [r for r in runs if r.fresh_seed]
     notes = [f"{len(fresh)} runs repeat an earlier draw (W&B runs every draw): each with the next seed its variant "
@@ -169,6 +171,9 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
         queue = RunQueue(sweep, sweep_dir, runs, todo)
     runs = queue.runs  # a sequential design may have added the seeds an earlier launch's looks asked for
     write_plan(sweep, sweep_dir, runs)
+    if sweep.method != "bayes" and stream is None:  # open-ended and bayes sweeps plan as they go: their bar counts
+        print(start_note(sweep.name, runs, list(queue.todo), sweep_dir,
+                         sweep.decide.most_runs(len({r.variant for r in runs}))), file=sys.stderr)
     earlier = [r for r in runs if r.id not in todo_ids]  # ended in an earlier launch
     if runner is not None:
         where, train = runner.slots(None if queue.total is None else queue.total - len(earlier)), runner.train

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -31,6 +32,18 @@ def run_value(sweep_dir: Path, run: PlannedRun, metric: str) -> float | None:
     return value
 
 
+@dataclass(frozen=True)
+class Look:
+    """A sequential design's current look, for the progress line (:mod:`ablate.sweep.progress`)."""
+
+    seeds: int  # the most seeds a variant has planned
+    planned: int  # runs planned now
+    most: int  # runs at most (every variant at max_seeds)
+    decided: int  # contrasts decided at their last complete look
+    contrasts: int  # contrasts that drive the design
+    runs: frozenset[str]  # the ids of this look's runs
+
+
 class RunQueue:
     """The plan's runs still to do, handed out in plan order."""
 
@@ -47,6 +60,10 @@ class RunQueue:
     def next(self) -> PlannedRun | None:
         """The next run to start, or None when there is none (for now)."""
         return None if self.closed or not self.todo else self.todo.popleft()
+
+    def look(self) -> Look | None:
+        """A sequential design's current look; None for a plan that does not grow by looks."""
+        return None
 
     def settled(self, run: PlannedRun) -> None:
         """A run has ended (finished, failed, stopped): close the queue once one reaches the metric's target."""

@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,12 +209,21 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
     """
     train = train or train_here
     outcome = Outcome()
-    bar = tqdm(total=queue.total, initial=len(settled), desc="sweep", unit="run", disable=not progress,
-               file=sys.stderr)
+    by_look = queue.look() is not None  # a plan that grows by looks: a line that says so, not a bar
+    ended, started, seconds = {r.id for r in settled}, {}, {}
+
+    def line() -> str:
+        from ablate.sweep.progress import look_line  # the report's formats: only for a sweep run by looks
+
+        return "sweep: " + look_line(queue.look(), ended, seconds, len(slots))
+
+    bar = tqdm(total=None if by_look else queue.total, initial=len(settled), desc=line() if by_look else "sweep",
+               unit="run", disable=not progress, file=sys.stderr, **({"bar_format": "{desc}"} if by_look else {}))
     free, running = list(range(len(slots))), {}
     seen = [*settled]
 
     def work(run: PlannedRun, slot: int) -> tuple[int, str]:
+        started[run.id] = time.monotonic()
         return train(run, sweep_dir, config_of(run), slots[slot], evaluate)
 
     with ThreadPoolExecutor(max_workers=len(slots)) as pool:
@@ -240,11 +250,15 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
                     outcome.stopped.append(run.id)
                 else:
                     outcome.done.append(run.id)
+                if code != EXIT_LOCKED and status != "interrupted":
+                    ended.add(run.id)
+                    seconds[run.id] = time.monotonic() - started[run.id]
                 queue.settled(run)
-                if queue.total is not None:  # a sequential design adds runs as rows need seeds
-                    bar.total = max(bar.total, queue.total)
-                bar.set_postfix(done=len(outcome.done) + len(outcome.skipped), stopped=len(outcome.stopped),
-                                failed=len(outcome.failed))
+                if by_look:
+                    bar.set_description_str(line())
+                else:
+                    bar.set_postfix(done=len(outcome.done) + len(outcome.skipped), stopped=len(outcome.stopped),
+                                    failed=len(outcome.failed))
                 bar.update(1)
             if hyperband is not None:
                 _stop_runs(hyperband, sweep_dir, seen, [r for r, _ in running.values()], metric, goal)

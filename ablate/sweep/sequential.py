@@ -20,7 +20,7 @@ from ablate.report.collect import outcomes, read_run
 from ablate.stats.factorial import judge
 from ablate.stats.design import Design
 from ablate.sweep.plan import Planner, PlannedRun, factor_record, factorial_of
-from ablate.sweep.queue import RunQueue
+from ablate.sweep.queue import Look, RunQueue
 from ablate.sweep.spec import Point, Sweep
 
 
@@ -37,7 +37,16 @@ class SequentialQueue(RunQueue):
         for point in sweep.points():
             self.points.setdefault(point.variant, point)
         self.in_flight = 0
+        self.decided = 0  # contrasts decided at their last complete look
+        self.look_runs = {r.id for r in todo}  # the runs of the current look (the first look's: the plan's to do)
         self.advance()
+
+    def look(self) -> Look:
+        """Where the design stands: its look (the most seeds a variant has), its runs and its decided contrasts."""
+        variants = {r.variant for r in self.runs}
+        seeds = max((sum(r.variant == v for r in self.runs) for v in variants), default=0)
+        return Look(seeds, len(self.runs), len(variants) * self.design.max_seeds, self.decided, len(self.contrasts),
+                    frozenset(self.look_runs))
 
     def next(self) -> PlannedRun | None:
         run = super().next()
@@ -56,6 +65,7 @@ class SequentialQueue(RunQueue):
             todo = self.pending(added)
             if todo:
                 self.todo.extend(todo)
+                self.look_runs = {r.id for r in todo}
                 return
 
     def looks(self) -> dict[str, set[int]]:
@@ -66,12 +76,14 @@ class SequentialQueue(RunQueue):
         ended = {v: outcomes([r for r in rows if r.variant == v], metric) for v in dict.fromkeys(r.variant for r in rows)}
         planned = {v: sum(r.variant == v for r in self.runs) for v in ended}
         needs: dict[str, set[int]] = {}
+        self.decided = 0
         for contrast in self.contrasts:
             n = min(planned.get(v, 0) for v in contrast.cells)
-            if n >= self.design.max_seeds or not all(ended.get(v) for v in contrast.cells):
+            if not all(ended.get(v) for v in contrast.cells):
                 continue
             c = judge(contrast, ended, self.design, goal)
-            if c.decided_at is None and c.look == n:
+            self.decided += c.decided_at is not None
+            if n < self.design.max_seeds and c.decided_at is None and c.look == n:
                 for variant in contrast.cells:
                     needs.setdefault(variant, set()).add(self.design.seeds(n + 1)[-1])
         return needs

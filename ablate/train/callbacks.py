@@ -1,5 +1,5 @@
 """Callbacks of a training run: token throughput, failing fast on a non-finite loss, progress for a sweep's
-pool, and a graceful stop on request."""
+pool, a graceful stop on request, and a validation at the last step."""
 
 from __future__ import annotations
 
@@ -166,4 +166,20 @@ class StopRequest(pl.Callback):
                            batch_idx: int) -> None:
         if self.reason is None and self.path.is_file():
             self.reason = self.path.read_text().strip() or "stopped by a request"
+            trainer.should_stop = True
+
+
+class ValidateAtLastStep(pl.Callback):
+    """Validates at the last step whatever ``train.val_every``, so every finished run has its val metrics and its
+    ``best.ckpt``: Lightning validates every ``val_every`` steps only, and a run of fewer steps (or of a count that is
+    not a multiple) ended without scoring its last weights.
+
+    It asks Lightning to stop at ``max_steps`` (where it stops anyway), which runs Lightning's own validation before an
+    early stop, once (a step that validates on schedule is not validated twice). Validation draws nothing from the
+    training random streams (:class:`ablate.train.resume.ExactResume`), so the run trains as it did before.
+    """
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if 0 < trainer.max_steps <= trainer.global_step:
             trainer.should_stop = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 import traceback
 import warnings
@@ -24,12 +25,14 @@ from ablate.runs.files import config_hash, read_result, write_atomic, write_json
 from ablate.runs.lock import run_lock
 from ablate.runs.metrics import perplexity
 from ablate.runtime import allocator_in_use
-from ablate.train.callbacks import FiniteLoss, Progress, StopRequest, TokenThroughput, WallClock
+from ablate.train.callbacks import (FiniteLoss, Progress, StopRequest, TokenThroughput, ValidateAtLastStep,
+                                    WallClock)
 from ablate.train.checkpoints import AtomicCheckpointIO, step_checkpoint_callback
 from ablate.train.precision import resolve_precision
 from ablate.train.preflight import check_run_dir, check_settings, make_run_dir
 from ablate.train.resume import ExactResume
 from ablate.train.system import TransformerSystem
+from ablate.train.threads import use_threads
 from ablate.train.validation_bleu import ValidationBleu
 
 
@@ -124,6 +127,7 @@ def train(cfg: DictConfig) -> Path:
         Exception: whatever stopped training, after result.json records it.
     """
     start = time.time()
+    threads = use_threads(cfg.trainer.threads)  # a bad count is named before anything is built or written
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     # Build first: a component that rejects its arguments fails before anything is written.
     system = TransformerSystem(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
@@ -138,12 +142,14 @@ def train(cfg: DictConfig) -> Path:
             check_run_dir(run_dir, cfg, previous)
         if previous.get("status") == "finished" and previous.get("config_hash") == config_hash(cfg):
             return run_dir  # another process finished this very run while we waited to start it
-        _fit(cfg, system, data, run_dir, start, lead)
+        _fit(cfg, system, data, run_dir, start, lead, threads)
     return run_dir
 
 
 def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModule, run_dir: Path, start: float,
-         lead: bool) -> None:
+         lead: bool, threads: str) -> None:
+    """Train in ``run_dir``, recording the result; ``threads``: the line saying the CPU threads, printed once the
+    Trainer is made (a setting Lightning refuses is the only line of a mistake)."""
     write = write_json if lead else (lambda path, data: None)
     if lead:
         write_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg))
@@ -159,7 +165,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
     if cfg.train.val_bleu:
         callbacks.append(ValidationBleu())  # does nothing for tasks without references
     stop = StopRequest(run_dir)
-    callbacks += [Progress(run_dir), stop]
+    callbacks += [Progress(run_dir), stop, ValidateAtLastStep()]
     resumer = ExactResume()
     callbacks.append(resumer)  # after the others: it restores the training random states once validation is over
     result.update(parameters=system.n_params["total"], parameters_by_part=system.n_params, resumed_from=str(resume) if resume else None)
@@ -174,6 +180,8 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
                       wall_time_s=clock.seconds)
         write(run_dir / "result.json", result)
         raise RunFailed(run_dir, result["error"]) from exc
+    if lead:
+        print(threads, file=sys.stderr)
     try:
         trainer.fit(system, datamodule=data, ckpt_path=str(resume) if resume else None)
     except Exception as exc:

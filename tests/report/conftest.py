@@ -105,3 +105,37 @@ def sweep_dir(tmp_path_factory) -> Path:
 def fabricate(tmp_path):
     """Make a variation of the fabricated sweep: ``fabricate(bleu=False, metric=..., goal=...)``."""
     return lambda **kwargs: make_sweep(tmp_path, **kwargs)
+
+
+# A sweep like the README's quickstart: a row far from the others (none) and a margin, for the page's layout.
+QUICKSTART = {"base": (10, 0.0), "learned": (10, 0.096), "rope": (9, 0.004), "none": (3, 1.6)}  # seeds, mean Δ
+
+
+def make_verdict_sweep(root: Path) -> Path:
+    """A sequential sweep of four rows with a margin of 0.1: learned worse, rope equivalent, none far and worse.
+
+    Each run's val/loss falls over five validations to 0.9 + its row's Δ + a seed's noise (a fixed generator)."""
+    import numpy as np
+
+    from ablate.stats.design import Design, Margin
+
+    rng = np.random.default_rng(29)
+    seed_effect = rng.normal(0.0, 0.03, 10)
+    sweep_dir, runs = root / "quickstart", []
+    for variant, (seeds, delta) in QUICKSTART.items():
+        for seed in range(seeds):
+            rid = run_id(variant, seed)
+            final = 0.9 + delta + seed_effect[seed] + rng.normal(0.0, 0.02)
+            curve = [final + 2.0 * 0.45 ** i for i in range(4)] + [final]
+            runs.append({"id": rid, "variant": variant, "seed": seed, "varied": {"model.positional": variant},
+                         "run_dir": f"runs/{rid}", "parameters": 105_000})
+            write_metrics(sweep_dir / "runs" / rid, curve)
+            result = {"status": "finished", "step": 500, "parameters": 105_000, "tokens_per_s": 9000.0,
+                      "wall_time_s": 21.0, "final": {"val/loss": final, "val/ppl": float(np.exp(final))},
+                      "best": {"val/loss": final}}
+            (sweep_dir / "runs" / rid / "result.json").write_text(json.dumps(result))
+    plan = {"name": "quickstart", "metric": {"name": "val/loss", "goal": "minimize"}, "base_variant": "base",
+            "varied_keys": ["model.positional"], "runs": runs,
+            "design": Design(margin=Margin(0.1), first=(0, 1, 2), max_seeds=10).to_json()}
+    (sweep_dir / "plan.json").write_text(json.dumps(plan, indent=2))
+    return sweep_dir

@@ -146,7 +146,7 @@ def test_runs_trained_at_different_precisions_are_said_in_every_format(fabricate
     report = build_report(sweep)
     line = ("mixed precision: the runs trained in different precisions (32-true: 5, bf16-mixed: 2); a Δ between them "
             "includes the precision's effect (set trainer.precision to one value to compare like with like).")
-    assert line in format_terminal(report).splitlines() and line in format_markdown(report).splitlines()
+    assert line in " ".join(format_terminal(report).split()) and line in format_markdown(report).splitlines()
     assert escape(line) in render_html(report)
 
 
@@ -198,12 +198,18 @@ def test_runs_csv_has_one_row_per_planned_run(written):
     assert runs[0]["run_dir"] == "runs/base-s0"
 
 
-def test_markdown_is_one_table_row_per_variant(report, written):
+def test_markdown_is_the_verdict_view_then_every_column_folded(report, written):
     text = written["table.md"].read_text()
     assert text == format_markdown(report)
-    table = [line for line in text.splitlines() if line.startswith("|")]
+    lines = text.splitlines()
+    fold = lines.index("<details><summary>Every column</summary>")
+    verdicts = [line for line in lines[:fold] if line.startswith("|")]
+    table = [line for line in lines[fold:] if line.startswith("|")]
+    assert verdicts[0] == "| variant | val loss | runs | Δ val loss | 95% CI (simult.) | verdict |"
+    assert verdicts[2:] == ["| base | 2.000 ± 0.500 | 3/3 | base |  | ⚫ base |",
+                            "| h1 | 2.750 ± 0.354 | 2/3 | +1.000 | — | ⚪ cannot test |", "| h16 | pending | 0/2 | — | — | — |"]
     n_cols = len(display_headers(report))
-    assert len(table) == 2 + 3 and re.fullmatch(r"\|(-{3}:?\|)+", table[1])
+    assert len(table) == 2 + 3 and re.fullmatch(r"\|(-{3}:?\|)+", table[1]) and "</details>" in lines[fold:]
     assert all(len(re.findall(r"(?<!\\)\|", line)) == n_cols + 1 for line in table)  # the error's | is escaped
     assert table[2].startswith("| base | 8 | 64 | 64 | 65.13M | 2.000 ± 0.500 | 8.00 ± 4.00 | 22.00 ± 2.00 | base |")
 
@@ -215,6 +221,25 @@ def test_terminal_table_columns_line_up(report):
     gaps = [i for i, ch in enumerate(lines[rule]) if ch == " "]
     assert all(line[i] == " " for line in table for i in gaps if i < len(line))
     assert "8 runs: 5 finished, 1 failed, 1 pending, 1 running." in lines
+    assert lines[rule - 1].split() == ["variant", "val", "loss", "runs", "Δ", "val", "loss", "95%", "CI", "(simult.)",
+                                       "verdict"]
+    assert lines[rule + 2].split() == ["h1", "2.750", "±", "0.354", "2/3", "+1.000", "—", "cannot", "test"]
+    assert "failed in h1: RuntimeError: loss is nan | at step 100 (see traceback)" in lines
+
+
+def test_the_terminal_shows_every_column_with_wide(report):
+    lines = format_terminal(report, wide=True).splitlines()
+    rule = next(i for i, line in enumerate(lines) if line.startswith("---"))
+    assert lines[rule - 1].split()[:5] == ["variant", "n_heads", "d_k", "d_v", "params"]
+    assert "1/3: RuntimeError: loss is nan | at step 100 (see traceback)" in lines[rule + 2]
+    assert any(line.startswith("Mean ± sample std over the finished seeds") for line in lines)  # the legend
+    assert not any(line.startswith("Mean ± sample std") for line in format_terminal(report).splitlines())
+
+
+def test_the_terminal_colours_each_verdict_by_its_kind_and_keeps_the_columns(report):
+    plain, coloured = format_terminal(report), format_terminal(report, colour=True)
+    assert "\033[1mbase\033[0m" in coloured and "\033[" not in plain
+    assert re.sub(r"\033\[[0-9;]*m", "", coloured) == plain  # the escape codes wrap the text, never the padding
 
 
 def test_files_are_written_whole(written):
@@ -244,7 +269,7 @@ def test_report_html_renders_offline_in_headless_chromium(written, tmp_path):
     url = written["report.html"].resolve().as_uri()
     dom = subprocess.run([*args, "--dump-dom", url], capture_output=True, text=True, timeout=60,
                          check=True).stdout
-    assert re.search(r'<table id="variants">', dom) and dom.count("<tr class=") == 3 + 8
+    assert re.search(r'<table id="variants" class="wide">', dom) and dom.count("<tr class=") == 3 + 3 + 8
     assert dom.count("<svg") == 3 and 'id="curves"' in dom and 'id="finals"' in dom and 'id="deltas"' in dom
     assert "val/loss vs step" in dom and "final val/loss per variant" in dom and "pending" in dom
     shot = tmp_path / "report.png"

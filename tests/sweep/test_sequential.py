@@ -41,6 +41,7 @@ def finished(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("sequential")
     done = ablate_cli("sweep", str(_sequential(tmp)), "--workers", "2", cwd=tmp)
     assert done.returncode == 0, done.stderr[-2000:]
+    (tmp / "stderr.txt").write_text(done.stderr)
     return tmp / "sweeps" / "seq"
 
 
@@ -66,11 +67,26 @@ def test_rows_get_seeds_until_decided_and_the_report_says_when(finished):
     assert set(run_statuses(finished)) == {"finished"}
 
 
+def test_the_sweep_says_what_the_dry_run_says_and_its_line_ends_at_the_last_look(finished):
+    report, seeds = build_report(finished), _seeds(finished)
+    err = (finished.parent.parent / "stderr.txt").read_text()
+    assert err.startswith("ablate: sweep seq: 9 runs to start, 15 at most (a seed at a time to the rows still "
+                          "undecided)\n")
+    last = [line for line in err.replace("\r", "\n").splitlines() if line.startswith("sweep: look at")][-1]
+    decided = sum(r.comparison.decided_at is not None for r in report.variants if not r.is_base)
+    n = sum(len(s) for s in seeds.values())
+    assert last.split(" · ")[0] == f"sweep: look at {max(map(len, seeds.values()))} seeds: {n}/{n} runs done (15 at most)"
+    assert last.split(" · ")[1:] == [f"{decided} of 2 decided", "this look's runs have ended"]
+
+
 def test_a_relaunch_of_a_decided_sweep_trains_nothing(finished):
     before, plan = run_attempts(finished), plan_of(finished)
     again = ablate_cli("sweep", str(finished.parent.parent / "sweep.yaml"), cwd=finished.parent.parent)
     assert again.returncode == 0, again.stderr[-2000:]
     assert run_attempts(finished) == before and plan_of(finished)["runs"] == plan["runs"]
+    n = len(plan["runs"])
+    assert f"ablate: sweep seq: nothing left to train: its {n} runs ended in earlier launches ({n} finished)" in \
+        again.stderr
 
 
 def test_a_killed_sequential_sweep_ends_with_the_runs_of_an_uninterrupted_one(finished, tmp_path):

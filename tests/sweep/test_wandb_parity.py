@@ -44,12 +44,19 @@ def _sweep(tmp_path: Path, text: str):
     return load_sweep(path)
 
 
+def _ctrl_c_default() -> None:
+    """In the child, before it runs ablate: SIGINT's default, as a terminal's foreground job has it. A suite launched in
+    the background (``pytest &`` from a script) ignores SIGINT, every child inherits that, and a Ctrl-C sent to the
+    sweep would then do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _cli(*args: str, cwd: Path, background: bool = False):
     cmd = [sys.executable, "-m", "ablate.cli", *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     if background:  # a session of its own: Ctrl-C reaches the sweep and its runs, as from a terminal
         return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_ctrl_c_default)
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 

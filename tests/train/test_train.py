@@ -60,6 +60,21 @@ def test_training_lowers_the_validation_loss(in_tmp):
     assert len(val) == 3 and val[-1] < val[0] - 0.05
 
 
+@pytest.mark.parametrize("steps, every, validated", [(7, 100, [6]), (13, 5, [4, 9, 12]), (10, 5, [4, 9])])
+def test_a_run_validates_at_its_last_step_whatever_val_every(in_tmp, steps, every, validated):
+    """A run shorter than val_every, or of steps not a multiple of it, still ends scored with a best.ckpt; a last step
+    on the schedule is validated once (metrics.csv logs step - 1, Lightning's 0-based step)."""
+    cfg = ablate.load_config(REPO / "configs/default.yaml", [f"train.max_steps={steps}", f"train.val_every={every}",
+                                                            "logger=none", "trainer.enable_progress_bar=false",
+                                                            "output_dir=run"])
+    run_dir = train(cfg)
+    result = _result(run_dir)
+    assert [r["step"] for r in read_metrics(run_dir) if "val/loss" in r] == validated
+    assert result["status"] == "finished" and result["step"] == steps and "val/loss" in result["final"]
+    assert result["best"]["val/loss"] <= result["final"]["val/loss"] + 1e-6
+    assert (run_dir / "checkpoints" / "best.ckpt").is_file()
+
+
 def test_a_run_directory_belongs_to_one_config(in_tmp):
     """Resuming a run directory under another config would relabel steps trained one way as trained another: it is
     refused, naming the keys, and nothing in the directory changes. (Resuming under its own config:
