@@ -174,7 +174,7 @@ MISTAKES = [
     (["describe", "configs/default.yaml", "name=${nope}"], "expected an interpolation that resolves"),
     (["describe", "env.yaml"], "configs do not read environment variables"),
     (["describe", "configs/default.yaml", "model..d_model=4"], "model..d_model='4' is not allowed; expected a dotted key"),
-    (["train", "output_dir=a_file"], "output_dir='a_file' is not allowed; expected a folder (this is a file)"),
+    (["train", "output_dir=a_file"], "output_dir='a_file' is not allowed; expected a new folder or a run folder (this is a file)"),
     (["train", "output_dir=a_file/run"], "output_dir='a_file/run' is not allowed"),
     (["train", "output_dir=badckpt", *TINY], "badckpt/checkpoints/last.ckpt' is not allowed; expected a checkpoint to"),
     (["train", "output_dir=emptyckpt", *TINY], "emptyckpt/checkpoints/last.ckpt' is not allowed; expected a checkpoint"),
