@@ -30,8 +30,8 @@ _TOKEN = re.compile(r"[^\s\[\]{},'\"]+|'[^']*'|\"[^\"]*\"")  # the plain words o
 
 
 def yaml11_number(text: str) -> str | None:
-    """Why ``text`` (a scalar, or an override's value: ``[010, 2]``) is refused: the first plain word in it that YAML 1.1
-    reads as an octal or base-60 number, with what each version reads; None when there is none."""
+    """Why ``text`` (a scalar, or an override's value: ``[010, 2]``) is refused: the first plain word in it that
+    YAML 1.1 reads as an octal or base-60 number, with what each version reads; None when there is none."""
     for word in _TOKEN.findall(text):
         if word[0] in "'\"" or not YAML11_NUMBER.fullmatch(word):
             continue
@@ -70,8 +70,9 @@ def _number(loader: _Loader, node: yaml.ScalarNode) -> Any:
     """An int or float scalar, unless YAML 1.1 and 1.2 read it differently (:func:`yaml11_number`)."""
     if node.style is None and (why := yaml11_number(node.value)):
         raise yaml.constructor.ConstructorError(None, None, f"{why} (line {node.start_mark.line + 1})", node.start_mark)
-    construct = yaml.SafeLoader.construct_yaml_int if node.tag.endswith(":int") else yaml.SafeLoader.construct_yaml_float
-    return construct(loader, node)
+    if node.tag.endswith(":int"):
+        return yaml.SafeLoader.construct_yaml_int(loader, node)
+    return yaml.SafeLoader.construct_yaml_float(loader, node)
 
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _number)

@@ -74,7 +74,7 @@ def test_a_config_that_sets_nothing_is_refused_rather_than_training_the_base_mod
     (tmp_path / "empty.yaml").write_text("# nothing yet\n")
     with pytest.raises(ConfigError, match="this one is empty, which would train the paper's base model"):
         refuse_if_empty(argparse.Namespace(items=[str(tmp_path / "empty.yaml")]))
-    refuse_if_empty(argparse.Namespace(items=[str(tmp_path / "empty.yaml"), "train.max_steps=10"]))  # an override: meant
+    refuse_if_empty(argparse.Namespace(items=[str(tmp_path / "empty.yaml"), "train.max_steps=10"]))  # an override
 
 
 def test_a_reader_that_goes_away_is_not_an_internal_error(tmp_path):

@@ -205,7 +205,8 @@ MISTAKES = [
     (["describe", "configs/default.yaml", "name=${nope}"], "expected an interpolation that resolves"),
     (["describe", "env.yaml"], "configs do not read environment variables"),
     (["describe", "configs/default.yaml", "model..d_model=4"], "model..d_model='4' is not allowed; expected a dotted key"),
-    (["train", "output_dir=a_file"], "output_dir='a_file' is not allowed; expected a new folder or a run folder (this is a file)"),
+    (["train", "output_dir=a_file"],
+     "output_dir='a_file' is not allowed; expected a new folder or a run folder (this is a file)"),
     (["train", "output_dir=a_file/run"], "output_dir='a_file/run' is not allowed"),
     (["train", "output_dir=badckpt", *TINY], "badckpt/checkpoints/last.ckpt' is not allowed; expected a checkpoint to"),
     (["train", "output_dir=emptyckpt", *TINY], "emptyckpt/checkpoints/last.ckpt' is not allowed; expected a checkpoint"),
@@ -246,11 +247,12 @@ MISTAKES = [
     (["train", *TINY, "output_dir=dirckpt"], "last.ckpt' is not allowed; expected a checkpoint to resume from (this is "
      "a folder)"),
     (["evaluate", "garbagerun"], "garbagerun/config.yaml' is not allowed; expected a run's config.yaml"),
-    (["report", "strmetric"], "expected a run's result whose final metrics are numbers (this one gives val/loss='0.5')"),
+    (["report", "strmetric"], "expected a run's result whose final metrics are numbers (this one gives "
+     "val/loss='0.5')"),
     # a sweep read as a whole; numbers YAML 1.1 and 1.2 read differently
     (["sweep", "rowparam.yaml"], "rows[1].model.dropout=0.2 is not allowed; expected a key that no parameter sweeps"),
-    (["sweep", "valvals.yaml"], "expected one of value (a constant), values (a list) or min and max (a range): this one "
-     "gives value and values"),
+    (["sweep", "valvals.yaml"], "expected one of value (a constant), values (a list) or min and max (a range): "
+     "this one gives value and values"),
     (["sweep", "rangevals.yaml"], "this one gives values and min"),
     (["describe", "octal.yaml"], "010 is octal to YAML 1.1 (8) and decimal to YAML 1.2 (10)"),
     (["describe", "sexagesimal.yaml"], "1:30 is a number in base 60 to YAML 1.1 (90) and text to YAML 1.2"),
@@ -258,7 +260,8 @@ MISTAKES = [
     (["train", "model.n_layers=010"], "model.n_layers='010' is not allowed; expected a value read the same by every"),
     (["sweep", SWEEP, "--dry-run", "train.max_steps=1:30"], "1:30 is a number in base 60 to YAML 1.1 (90)"),
     # checked before the first write
-    (["train", *TINY, "train.schedule_args.warmup=-5", "output_dir=run"], "train.schedule_args.warmup=-5 is not allowed"),
+    (["train", *TINY, "train.schedule_args.warmup=-5", "output_dir=run"],
+     "train.schedule_args.warmup=-5 is not allowed"),
     # bounds, and no 44M-parameter run by accident
     (["describe", "configs/default.yaml", "model.n_layers=99999999999999999999999999"],
      "model.n_layers=99999999999999999999999999 is not allowed; expected a positive integer up to 1,000"),
@@ -301,8 +304,11 @@ RUN_MISTAKES = [  # on a run directory: {run} translation, {lm} language model, 
     (["attention", "{lm}", "--text", "hi", "--out", "/a.png"], "not in the root of the file system"),
     (["generate", "{lm}", "--prompt", "hi", "--max-new-tokens", "1000000000000"],
      "--max-new-tokens=1000000000000 is not allowed; expected a non-negative integer up to 100,000"),
+    (["generate", "{lm}", "--prompt", "hi", "--seed", "18446744073709551616"],
+     "--seed=18446744073709551616 is not allowed; expected an integer in [0, 2**32)"),
     (["evaluate", "{lm}", "--lengths", "1,100000"], "--lengths='1,100000' is not allowed"),
-    (["evaluate", "{run}", "--beam", "100000000"], "--beam=100000000 is not allowed; expected a positive integer up to"),
+    (["evaluate", "{run}", "--beam", "100000000"],
+     "--beam=100000000 is not allowed; expected a positive integer up to"),
 ]
 
 

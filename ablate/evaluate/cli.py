@@ -107,6 +107,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     _quiet()
     _require(args, {"--beam": _between(1, MAX_BEAM),
                     "--max-new-tokens": _between(0, MAX_NEW_TOKENS), "--temperature": NON_NEGATIVE,
+                    "--seed": (lambda v: 0 <= v < 2**32, "an integer in [0, 2**32): what numpy and torch accept as a "
+                                                         "seed"),
                     "--top-k": NON_NEGATIVE, "--average-last": NON_NEGATIVE})
     print(generate_run(args.run_dir, args.prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                        top_k=args.top_k or None, seed=args.seed, beam=args.beam, checkpoint=args.checkpoint,

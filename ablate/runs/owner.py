@@ -124,13 +124,15 @@ def check_folder(path: Path, kind: str, identity: dict[str, Any] | None, *, key:
         raise _refuse(key, path, f"{what} (this is {_describe(owner)}: ablate writes only into a new folder or one "
                       f"of the same kind)", source)
     both = sorted(set(owner.identity or {}) & set(identity or {}))  # what both say (an older folder says less)
-    differ = "; ".join(f"{k}: {owner.identity[k]!r} -> {identity[k]!r}" for k in both if owner.identity[k] != identity[k])
+    differ = "; ".join(f"{k}: {owner.identity[k]!r} -> {identity[k]!r}" for k in both
+                       if owner.identity[k] != identity[k])
     if differ:
         raise _refuse(key, path, f"{what} of this {kind} (this one belongs to another {kind}: {differ}); give "
                       "another folder", source)
 
 
-def claim(path: Path, kind: str, identity: dict[str, Any] | None, *, key: str, source: str | None = "command line") -> Path:
+def claim(path: Path, kind: str, identity: dict[str, Any] | None, *, key: str,
+          source: str | None = "command line") -> Path:
     """Check ``path`` (:func:`check_folder`), create it and its marker; returns ``path``.
 
     Raises:

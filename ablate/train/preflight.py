@@ -1,9 +1,11 @@
 """Before a run writes anything: every setting it will use is checked, and its run directory is one it may use.
 
-- Settings only the libraries know: Lightning's own checks of ``trainer.*`` (a throwaway Trainer), W&B's mode and its credentials,
-  and positions the model cannot encode for the task's longest training sequence.
-- The run directory: a new folder or a run's (:mod:`ablate.runs.owner`), writable, holding no run of another config (resuming under another
-  would relabel steps trained one way as trained another), and whose last checkpoint, if any, can be read.
+- Settings only the libraries know: Lightning's own checks of ``trainer.*`` (a throwaway Trainer), the schedule's
+  arguments, W&B's mode and its credentials, and positions the model cannot encode for the task's longest training
+  sequence.
+- The run directory: a new folder or a run's (:mod:`ablate.runs.owner`), writable, holding no run of another config
+  (resuming under another would relabel steps trained one way as trained another), and whose last checkpoint, if
+  any, can be read.
 
 Each refusal is a :class:`ablate.errors.ConfigError`: one line, exit code 2, nothing written.
 """

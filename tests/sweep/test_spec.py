@@ -168,7 +168,8 @@ def test_a_parameter_gives_one_shape_of_values(tmp_path, pair):
 # Numbers YAML 1.1 (PyYAML, omegaconf) and YAML 1.2 (W&B's server, most editors) read differently: refused in a file
 # and in an override alike; the forms both read the same stay numbers.
 YAML11_ONLY = {"010": 8, "0_10": 8, "1:30": 90, "-1:30": -90, "1:30.5": 90.5, "1:00:00": 3600}
-BOTH_READ = {"10": 10, "07": 7, "0": 0, "0x10": 16, "1e-3": 1e-3, "'010'": "010", "'1:30'": "1:30", "run1:30": "run1:30"}
+BOTH_READ = {"10": 10, "07": 7, "0": 0, "0x10": 16, "1e-3": 1e-3, "'010'": "010", "'1:30'": "1:30",
+             "run1:30": "run1:30"}
 
 
 @pytest.mark.parametrize("text", sorted(YAML11_ONLY))
