@@ -2,6 +2,8 @@
 
 - Numbers in any form: ``5e-4`` and ``1e3`` are floats, as in YAML 1.2 and W&B (PyYAML follows YAML 1.1, where
   ``lr: 5e-4`` would be the string "5e-4").
+- A number YAML 1.1 and YAML 1.2 read differently is an error, in a file and in a ``key=value`` override alike:
+  ``010`` (octal 8 in YAML 1.1, 10 in YAML 1.2) and ``1:30`` (base 60: 90). Write ``8``, ``10`` or ``'1:30'``.
 - A key given twice in one mapping is an error (PyYAML keeps the last without a word: ``model:`` twice, and the
   first block is gone); so is a key that is not a name (``~: 1``, ``3: x``).
 - A missing, unreadable, binary or oversized file, invalid YAML, and aliases that expand past
@@ -21,6 +23,26 @@ from ablate.errors import ConfigError
 
 MAX_BYTES = 1 << 20  # a config or sweep file is a few kB; anything past 1 MiB is not one
 MAX_NODES = 100_000  # values a file may expand to through its aliases
+
+
+YAML11_NUMBER = re.compile(r"[-+]?0[0-7_]+|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")  # octal, base 60
+_TOKEN = re.compile(r"[^\s\[\]{},'\"]+|'[^']*'|\"[^\"]*\"")  # the plain words of an override's value, and its quotes
+
+
+def yaml11_number(text: str) -> str | None:
+    """Why ``text`` (a scalar, or an override's value: ``[010, 2]``) is refused: the first plain word in it that
+    YAML 1.1 reads as an octal or base-60 number, with what each version reads; None when there is none."""
+    for word in _TOKEN.findall(text):
+        if word[0] in "'\"" or not YAML11_NUMBER.fullmatch(word):
+            continue
+        v11 = yaml.safe_load(word)
+        if ":" in word:
+            return (f"{word} is a number in base 60 to YAML 1.1 ({v11}) and text to YAML 1.2: write {v11}, or quote it "
+                    "for text")
+        if v11 != int(word.replace("_", "")):
+            return (f"{word} is octal to YAML 1.1 ({v11}) and decimal to YAML 1.2 ({int(word.replace('_', ''))}): "
+                    "write the number without its leading zero")
+    return None
 
 
 class _Loader(yaml.SafeLoader):
@@ -44,6 +66,17 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _number(loader: _Loader, node: yaml.ScalarNode) -> Any:
+    """An int or float scalar, unless YAML 1.1 and 1.2 read it differently (:func:`yaml11_number`)."""
+    if node.style is None and (why := yaml11_number(node.value)):
+        raise yaml.constructor.ConstructorError(None, None, f"{why} (line {node.start_mark.line + 1})", node.start_mark)
+    if node.tag.endswith(":int"):
+        return yaml.SafeLoader.construct_yaml_int(loader, node)
+    return yaml.SafeLoader.construct_yaml_float(loader, node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _number)
+_Loader.add_constructor("tag:yaml.org,2002:float", _number)
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
@@ -71,12 +104,15 @@ def load_yaml(text: str) -> Any:
 
     Raises:
         yaml.YAMLError: the text is not valid YAML, gives a key twice or a key that is not a name, or expands past
-            :data:`MAX_NODES` values.
+            :data:`MAX_NODES` values, or nests past Python's recursion limit.
     """
-    node = yaml.compose(text, Loader=_Loader)  # noqa: S506  (a SafeLoader subclass)
-    if node is not None and _expanded(node, {}) > MAX_NODES:
-        raise yaml.YAMLError(f"its aliases expand to more than {MAX_NODES:,} values")
-    return yaml.load(text, Loader=_Loader)  # noqa: S506
+    try:
+        node = yaml.compose(text, Loader=_Loader)  # noqa: S506  (a SafeLoader subclass)
+        if node is not None and _expanded(node, {}) > MAX_NODES:
+            raise yaml.YAMLError(f"its aliases expand to more than {MAX_NODES:,} values")
+        return yaml.load(text, Loader=_Loader)  # noqa: S506
+    except RecursionError:  # PyYAML reads nested lists and mappings by recursion: thousands deep is past Python's stack
+        raise yaml.YAMLError("its lists and mappings nest deeper than Python's recursion limit") from None
 
 
 def load_yaml_file(path: Path, *, key: str, source: str) -> Any:

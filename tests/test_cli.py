@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from ablate.errors import ConfigError
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -64,16 +66,15 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["configs"]  # no runs/ folder
 
 
-def test_a_config_that_sets_nothing_is_said_to_train_the_base_model_for_100k_steps(tmp_path, capsys):
+def test_a_config_that_sets_nothing_is_refused_rather_than_training_the_base_model_for_100k_steps(tmp_path):
     import argparse
 
-    from ablate.cli.run import _warn_if_empty
+    from ablate.cli.run import refuse_if_empty
 
     (tmp_path / "empty.yaml").write_text("# nothing yet\n")
-    _warn_if_empty(argparse.Namespace(items=[str(tmp_path / "empty.yaml")]))
-    assert "sets nothing: training the paper's base model" in capsys.readouterr().err
-    _warn_if_empty(argparse.Namespace(items=[str(tmp_path / "empty.yaml"), "train.max_steps=10"]))
-    assert capsys.readouterr().err == ""
+    with pytest.raises(ConfigError, match="this one is empty, which would train the paper's base model"):
+        refuse_if_empty(argparse.Namespace(items=[str(tmp_path / "empty.yaml")]))
+    refuse_if_empty(argparse.Namespace(items=[str(tmp_path / "empty.yaml"), "train.max_steps=10"]))  # an override
 
 
 def test_a_reader_that_goes_away_is_not_an_internal_error(tmp_path):

@@ -25,6 +25,15 @@ def synthetic_run(tmp_path_factory) -> Path:
                                                   "trainer.enable_progress_bar=false", f"output_dir={out / 'run'}"]))
 
 
+def _owned(folder: Path, kind: str, identity: dict | None, files: dict[str, str]) -> None:
+    """A folder as ablate writes it: its marker and ``files`` (relative path -> text)."""
+    folder.mkdir(parents=True)
+    (folder / ".ablate").write_text(json.dumps({"kind": kind, "identity": identity}))
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+
+
 @pytest.fixture
 def work(tmp_path, monkeypatch) -> Path:
     (tmp_path / "configs").symlink_to(REPO / "configs")
@@ -66,6 +75,17 @@ def work(tmp_path, monkeypatch) -> Path:
         "oneladder.yaml": "rows: [{name: base}]\nladder: [{name: S, model.d_model: 16}]\n",
         "imports_sweep.yaml": "base:\n  config: configs/default.yaml\n  overrides: ['imports=[raises_mod]']\n"
                               "rows: [{name: base}]\n",
+        "other.yaml": f"name: other\nbase: {REPO / 'configs/default.yaml'}\nrows: [{{name: base}}]\n",
+        "exit0_mod.py": "raise SystemExit(0)\n",
+        "rowparam.yaml": "rows: [{name: base}, {name: d2, model.dropout: 0.2}]\nparameters:\n  model.dropout: "
+                         "{values: [0.0, 0.1]}\n",
+        "valvals.yaml": "parameters:\n  model.dropout: {value: 0.1, values: [0.0, 0.1]}\n",
+        "rangevals.yaml": "parameters:\n  model.dropout: {values: [0.0, 0.1], min: 0.0, max: 0.2}\n",
+        "octal.yaml": "model:\n  n_layers: 010\n",
+        "sexagesimal.yaml": "train:\n  max_steps: 1:30\n",
+        "octal_sweep.yaml": "parameters:\n  model.n_layers: {values: [010, 2]}\n",
+        "empty.yaml": "# nothing yet\n",
+        "deep.yaml": "a: " + "[" * 5000 + "]" * 5000 + "\n",
     }.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "binary.yaml").write_bytes(bytes(range(256)) * 4)
@@ -83,6 +103,17 @@ def work(tmp_path, monkeypatch) -> Path:
     (tmp_path / "badckpt" / "checkpoints" / "last.ckpt").write_bytes(b"PK\x03\x04 cut short")
     (tmp_path / "emptyckpt" / "checkpoints").mkdir(parents=True)
     (tmp_path / "emptyckpt" / "checkpoints" / "last.ckpt").write_bytes(b"")
+    (tmp_path / "dirckpt" / "checkpoints" / "last.ckpt").mkdir(parents=True)
+    (tmp_path / "loop.yaml").symlink_to("loop.yaml")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "notes.txt").write_text("a researcher's notes\n")
+    _owned(tmp_path / "arun", "run", None, {"config.yaml": "name: x\n", "result.json": "{}"})
+    _owned(tmp_path / "asweep", "sweep", {"name": "s", "overrides": []}, {"plan.json": '{"name": "s", "runs": []}'})
+    _owned(tmp_path / "garbagerun", "run", None, {"config.yaml": ": : [\n"})
+    _owned(tmp_path / "strmetric", "sweep", {"name": "s", "overrides": []},
+           {"plan.json": json.dumps({"name": "s", "metric": {"name": "val/loss"}, "runs": [
+               {"id": "r", "variant": "base", "seed": 0, "run_dir": "runs/r"}]}),
+            "runs/r/result.json": json.dumps({"status": "finished", "final": {"val/loss": "0.5"}})})
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("WANDB_MODE", "offline")
@@ -174,7 +205,8 @@ MISTAKES = [
     (["describe", "configs/default.yaml", "name=${nope}"], "expected an interpolation that resolves"),
     (["describe", "env.yaml"], "configs do not read environment variables"),
     (["describe", "configs/default.yaml", "model..d_model=4"], "model..d_model='4' is not allowed; expected a dotted key"),
-    (["train", "output_dir=a_file"], "output_dir='a_file' is not allowed; expected a folder (this is a file)"),
+    (["train", "output_dir=a_file"],
+     "output_dir='a_file' is not allowed; expected a new folder or a run folder (this is a file)"),
     (["train", "output_dir=a_file/run"], "output_dir='a_file/run' is not allowed"),
     (["train", "output_dir=badckpt", *TINY], "badckpt/checkpoints/last.ckpt' is not allowed; expected a checkpoint to"),
     (["train", "output_dir=emptyckpt", *TINY], "emptyckpt/checkpoints/last.ckpt' is not allowed; expected a checkpoint"),
@@ -195,6 +227,55 @@ MISTAKES = [
     (["agent", "abc"], "SWEEP_ID='abc' is not allowed; expected entity/project/id"),
     (["agent", "a/b/c"], "a configured W&B API key"),
     (["agent", "a/b/c", "--count", "0"], "--count=0"),
+    # a wrong place to write (issue 27): the root, a file, a folder of another kind or sweep, inside a run
+    (["sweep", SWEEP, "--out", "/", "--dry-run"], "--out='/' is not allowed; expected a new folder or a sweep folder, "
+     "not the root"),
+    (["sweep", SWEEP, "--out", "arun"], "--out='arun' is not allowed; expected a new folder or a sweep folder (this is "
+     "a run folder"),
+    (["sweep", SWEEP, "--out", "notes"], "(this is a folder of files ablate did not write"),
+    (["sweep", SWEEP, "--out", "a_file/sweep"], "(its parent"),
+    (["sweep", "other.yaml", "--out", "asweep"], "belongs to another sweep: name: 's' -> 'other'"),
+    (["sweep", SWEEP, "--out", "asweep", "model.dropout=0.3"], "belongs to another sweep: overrides: [] -> "
+     "['model.dropout=0.3']"),
+    (["sweep", SWEEP, "--out", "arun/sweep"], "not a folder inside the run folder"),
+    (["train", *TINY, "output_dir=asweep"], "output_dir='asweep' is not allowed; expected a new folder or a run folder "
+     "(this is a sweep folder"),
+    (["train", *TINY, "output_dir=arun/inner"], "not a folder inside the run folder"),
+    (["train", *TINY, "output_dir=notes"], "(this is a folder of files ablate did not write"),
+    (["train", *TINY, "output_dir=garbagerun"], "garbagerun/config.yaml' is not allowed; expected a run's config.yaml "
+     "as ablate writes it"),
+    (["train", *TINY, "output_dir=dirckpt"], "last.ckpt' is not allowed; expected a checkpoint to resume from (this is "
+     "a folder)"),
+    (["evaluate", "garbagerun"], "garbagerun/config.yaml' is not allowed; expected a run's config.yaml"),
+    (["report", "strmetric"], "expected a run's result whose final metrics are numbers (this one gives "
+     "val/loss='0.5')"),
+    # a sweep read as a whole; numbers YAML 1.1 and 1.2 read differently
+    (["sweep", "rowparam.yaml"], "rows[1].model.dropout=0.2 is not allowed; expected a key that no parameter sweeps"),
+    (["sweep", "valvals.yaml"], "expected one of value (a constant), values (a list) or min and max (a range): "
+     "this one gives value and values"),
+    (["sweep", "rangevals.yaml"], "this one gives values and min"),
+    (["describe", "octal.yaml"], "010 is octal to YAML 1.1 (8) and decimal to YAML 1.2 (10)"),
+    (["describe", "sexagesimal.yaml"], "1:30 is a number in base 60 to YAML 1.1 (90) and text to YAML 1.2"),
+    (["sweep", "octal_sweep.yaml"], "010 is octal to YAML 1.1 (8)"),
+    (["train", "model.n_layers=010"], "model.n_layers='010' is not allowed; expected a value read the same by every"),
+    (["sweep", SWEEP, "--dry-run", "train.max_steps=1:30"], "1:30 is a number in base 60 to YAML 1.1 (90)"),
+    # checked before the first write
+    (["train", *TINY, "train.schedule_args.warmup=-5", "output_dir=run"],
+     "train.schedule_args.warmup=-5 is not allowed"),
+    # bounds, and no 44M-parameter run by accident
+    (["describe", "configs/default.yaml", "model.n_layers=99999999999999999999999999"],
+     "model.n_layers=99999999999999999999999999 is not allowed; expected a positive integer up to 1,000"),
+    (["train", "train.max_steps=10000000000000"], "train.max_steps=10000000000000 is not allowed"),
+    (["train", "data.max_len=100000000"], "data.max_len=100000000 is not allowed"),
+    (["train", "empty.yaml"], "CONFIG='empty.yaml' is not allowed; expected a config that sets something"),
+    (["train", "empty.yaml", "output_dir=run"], "expected a config that sets something"),
+    # one shape of refusal
+    (["describe", "deep.yaml"], "nest deeper than Python's recursion limit"),
+    (["describe", "loop.yaml"], "config='loop.yaml' is not allowed; expected an existing YAML file"),
+    (["describe", "configs/default.yaml", "--import", "exit0_mod"], "imports='exit0_mod' is not allowed; expected a "
+     "module that imports without exiting (it called sys.exit(0))"),
+    (["train", *TINY, "--import", "exit0_mod"], "expected a module that imports without exiting"),
+    (["sync", "arun"], "DIR='arun' is not allowed; expected a folder holding offline W&B runs not yet uploaded"),
     # top level
     (["trian"], "'trian' is not a command; expected one of train"),
     (["frobnicate"], "'frobnicate' is not a command"),
@@ -215,6 +296,19 @@ RUN_MISTAKES = [  # on a run directory: {run} translation, {lm} language model, 
     (["attention", "{run}", "--text", " "], "--text=' ' is not allowed"),
     (["train", "configs/default.yaml", "output_dir={synthetic}", "model.dropout=0.3"],
      "expected a run directory of this config or a new one: it holds a run of another config ("),
+    (["attention", "{lm}", "--text", "hi", "--out", "{lm}/config.yaml"], "config.yaml' is not allowed; expected a new "
+     ".png file or a PNG ablate drew (the name must end in .png)"),
+    (["attention", "{lm}", "--text", "hi", "--out", "{lm}/checkpoints/a.png"], "not inside the run folder"),
+    (["attention", "{lm}", "--text", "hi", "--out", "{lm}"], "expected a new .png file"),
+    (["attention", "{lm}", "--text", "hi", "--out", "a_file/a.png"], "(its parent"),
+    (["attention", "{lm}", "--text", "hi", "--out", "/a.png"], "not in the root of the file system"),
+    (["generate", "{lm}", "--prompt", "hi", "--max-new-tokens", "1000000000000"],
+     "--max-new-tokens=1000000000000 is not allowed; expected a non-negative integer up to 100,000"),
+    (["generate", "{lm}", "--prompt", "hi", "--seed", "18446744073709551616"],
+     "--seed=18446744073709551616 is not allowed; expected an integer in [0, 2**32)"),
+    (["evaluate", "{lm}", "--lengths", "1,100000"], "--lengths='1,100000' is not allowed"),
+    (["evaluate", "{run}", "--beam", "100000000"],
+     "--beam=100000000 is not allowed; expected a positive integer up to"),
 ]
 
 
@@ -309,3 +403,55 @@ def test_an_unexpected_error_is_one_line_too(work, capsys, monkeypatch):
     assert err == "ablate: internal error: ZeroDivisionError: division by zero (set ABLATE_TRACEBACK=1 to see where)\n"
 
 
+
+
+# Cause 1 of issue 27, closed for every writer: each command that writes a folder refuses each wrong place, in one
+# line, before it writes anything. A new writer is added here with its command line; a new kind of wrong place too.
+WRITERS = {
+    "train": lambda place: ["train", *TINY, f"output_dir={place}"],
+    "sweep": lambda place: ["sweep", SWEEP, "--out", place],
+}
+WRONG_PLACES = {  # place -> what the refusal says
+    "a_file": "(this is a file)",
+    "a_file/child": "(its parent",
+    "notes": "(this is a folder of files ablate did not write",
+    "arun/inside": "not a folder inside the run folder",
+    "asweep/runs/x/inside": "not a folder inside the run folder",  # a sweep's run is a run: nothing else writes in it
+}
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+@pytest.mark.parametrize("place", sorted(WRONG_PLACES))
+def test_no_writer_writes_into_a_wrong_place(writer, place, work, capsys):
+    if place.startswith("asweep/runs/x"):
+        _owned(work / "asweep" / "runs" / "x", "run", None, {"result.json": "{}"})
+    _check(WRITERS[writer](place), WRONG_PLACES[place], capsys, work)
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_no_writer_writes_into_a_folder_of_the_other_kind(writer, work, capsys):
+    other = "asweep" if writer == "train" else "arun"
+    _check(WRITERS[writer](other), f"(this is a {'sweep' if writer == 'train' else 'run'} folder", capsys, work)
+
+
+def test_a_run_being_trained_elsewhere_is_refused_in_the_same_shape(work, capsys):
+    from ablate.runs.lock import EXIT_LOCKED, run_lock
+
+    with run_lock(work / "arun"):
+        before = _files(work)
+        assert main(["train", "configs/default.yaml", *TINY, "output_dir=arun"]) == EXIT_LOCKED
+    err = capsys.readouterr().err
+    assert err.startswith("ablate: error: ") and err.count("\n") == 1, err
+    assert _files(work) == before
+
+
+def test_a_command_that_something_exits_in_the_middle_of_is_no_success(work, capsys, monkeypatch):
+    """sys.exit(0) from a user's module or a library, once the command has started, is not the command's success."""
+    import ablate.cli.run as commands
+
+    def exits(*args):
+        raise SystemExit(0)
+
+    monkeypatch.setattr(commands, "split_items", exits)
+    assert main(["describe", "configs/default.yaml"]) == 1
+    assert "called sys.exit(0) before it was done" in capsys.readouterr().err

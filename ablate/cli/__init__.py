@@ -16,12 +16,23 @@ from ablate.cli.parser import UsageError, parse
 from ablate.cli.run import cmd_components, cmd_describe, cmd_train
 from ablate.cli.sweep import cmd_agent, cmd_report, cmd_sweep, cmd_sync
 from ablate.errors import ConfigError
+from ablate.runs.lock import EXIT_LOCKED, RunLocked
 from ablate.evaluate.cli import cmd_attention, cmd_evaluate, cmd_generate
 
 COMMANDS = {"train": cmd_train, "describe": cmd_describe, "sweep": cmd_sweep, "report": cmd_report,
             "sync": cmd_sync, "agent": cmd_agent, "evaluate": cmd_evaluate, "generate": cmd_generate,
             "attention": cmd_attention, "components": cmd_components}
 HEAVY = {"train", "sweep", "evaluate", "agent"}  # commands that train or decode: worth a fast allocator
+
+
+def _run(args) -> int:
+    """The command's exit code; a ``sys.exit()`` inside it (a user's module, a library) is no success."""
+    try:
+        return args.func(args)
+    except SystemExit as exc:  # a subclass is a library's own signal (Lightning's SIGTERM): it keeps its meaning
+        if type(exc) is not SystemExit or exc.code not in (0, None):
+            raise
+        raise RuntimeError(f"something the command ran called sys.exit({exc.code!r}) before it was done") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,10 +43,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         apply_fast_allocator(sys.argv[1:])
     try:
         args = parse(sys.argv[1:] if argv is None else argv, COMMANDS)
-        return 0 if args is None else args.func(args)
+        return 0 if args is None else _run(args)
     except (ConfigError, UsageError) as err:
         print(f"ablate: error: {err}", file=sys.stderr)
         return 2
+    except RunLocked as locked:  # another process trains this run: exit 3, which a sweep's pool tells apart
+        print(f"ablate: error: {locked}", file=sys.stderr)
+        return EXIT_LOCKED
     except KeyboardInterrupt:
         print("ablate: interrupted", file=sys.stderr)
         return 130

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Sequence
 
 from ablate.errors import ConfigError, UnknownKey
-from ablate.runs.lock import EXIT_LOCKED, RunLocked
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
+CHOICES = ("model", "data", "train")  # what an override must choose for an empty config to be meant (not output_dir)
 
 
 def split_items(items: Sequence[str], config_required: bool) -> tuple[str | None, list[str]]:
@@ -53,14 +53,21 @@ def load(args: argparse.Namespace, config_required: bool):
         raise
 
 
-def _warn_if_empty(args: argparse.Namespace) -> None:
-    """A config file that sets nothing trains the schema's defaults, the paper's base model for 100,000 steps: say so."""
+def refuse_if_empty(args: argparse.Namespace) -> None:
+    """A config file that sets nothing would train the schema's defaults, the paper's base model (44M parameters) for
+    100,000 steps: a file left empty by mistake, not a choice. The base model is one file away.
+
+    Raises:
+        ConfigError: the file sets nothing and no override chooses the model, data or training.
+    """
     from ablate.yamlio import load_yaml_file
 
     config, overrides = split_items(args.items, config_required=False)
-    if config is not None and not overrides and not load_yaml_file(Path(config), key="config", source="command line"):
-        print(f"ablate: warning: {config} sets nothing: training the paper's base model (transformer_base, 6+6 "
-              "layers, d_model 512) for 100,000 steps", file=sys.stderr)
+    chosen = [o for o in overrides if o.split(".", 1)[0] in CHOICES]
+    if config is not None and not chosen and not load_yaml_file(Path(config), key="config", source="command line"):
+        raise ConfigError("CONFIG", config, "a config that sets something: this one is empty, which would train the "
+                          "paper's base model (6+6 layers, d_model 512) for 100,000 steps; to mean that, give "
+                          "configs/transformer_base.yaml", "command line")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -68,17 +75,14 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from ablate.train.run import RunFailed, train
 
+    refuse_if_empty(args)
     cfg = load(args, config_required=False)
-    _warn_if_empty(args)
     try:
         run_dir = train(cfg)
     except RunFailed as failed:
         print(f"ablate: {failed}", file=sys.stderr)
         print(failed.run_dir)
         return 1
-    except RunLocked as locked:
-        print(f"ablate: {locked}", file=sys.stderr)
-        return EXIT_LOCKED
     if rank_zero_only.rank == 0:  # under DDP, the processes Lightning starts run this too
         print(run_dir)
     return 0

@@ -124,21 +124,24 @@ def print_report(sweep_dir: Path, *, wide: bool = False) -> bool:
     """Build the sweep's report, print its table (the verdict view; every column with ``wide``), write its files, and
     put the table in W&B when the runs logged there. Returns whether the files were written (a read-only sweep gets
     its table printed all the same)."""
-    from omegaconf import OmegaConf
-
     from ablate.report import build_report, format_terminal, upload_table, write_report
     from ablate.report.render import wants_colour
+    from ablate.runs.files import read_run_config
+    from ablate.runs.owner import check_folder, mark
 
+    report_dir = sweep_dir / "report"
+    check_folder(report_dir, "report", None, key="SWEEP")
     report = build_report(sweep_dir)
     print(format_terminal(report, wide=wide, colour=wants_colour(sys.stdout)))
     try:
-        write_report(report, sweep_dir / "report")
+        mark(report_dir, "report", None)
+        write_report(report, report_dir)
     except OSError as exc:
         print(f"ablate: warning: the report's files were not written to {sweep_dir / 'report'} ({exc.strerror}); "
               "the table above is the whole report", file=sys.stderr)
         return False
     configs = sorted((sweep_dir / "runs").glob("*/config.yaml"))
-    cfg = OmegaConf.load(configs[0]) if configs else None
+    cfg = read_run_config(configs[0].parent) if configs else None
     if cfg is not None and cfg.get("logger") == "wandb":
         w = cfg.wandb
         upload_table(report, project=w.project, entity=w.entity, group=w.group or report.name,

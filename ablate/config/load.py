@@ -30,7 +30,7 @@ from ablate.config.validate import validate
 from ablate.errors import ConfigError, UnknownKey
 from ablate import registry
 from ablate.registry import import_modules
-from ablate.yamlio import load_yaml_file
+from ablate.yamlio import load_yaml_file, yaml11_number
 
 COMMAND_LINE = "command line"
 DOTTED = re.compile(r"[A-Za-z_][\w-]*(\.[\w-]+)*")  # model.d_model, train.betas.0, wandb.tags
@@ -72,6 +72,8 @@ def load_config(
             if not DOTTED.fullmatch(key):
                 raise ConfigError(key, item.split("=", 1)[1], "a dotted key of names (model.d_model): no empty part, "
                                   "no space", source)
+            if why := yaml11_number(item.split("=", 1)[1]):
+                raise ConfigError(key, item.split("=", 1)[1], f"a value read the same by every YAML ({why})", source)
     parsed = [(source, OmegaConf.to_container(OmegaConf.from_dotlist(dotlist)), dotlist) for source, dotlist in groups]
     # User modules first: they may declare kinds, whose keys the schema must have before anything merges.
     named = [(str(m), str(file)) for file, data in files for m in _list(data.get("imports"))]
@@ -201,7 +203,11 @@ def _list(value: Any) -> list[Any]:
 def _chain(path: Path, seen: tuple[Path, ...], source: str = "command line") -> list[tuple[Path, dict[str, Any]]]:
     """The files to merge for ``path``: its ``defaults`` (recursively), then itself."""
     where = seen[-1] if seen else source
-    resolved = path.resolve()
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
+        raise ConfigError("config", str(path), f"an existing YAML file ({' '.join(str(exc).split())})", str(where)) \
+            from None
     if resolved in seen:
         raise ConfigError("defaults", str(path), "no cycles between config files", str(path))
     data = load_yaml_file(path, key="config", source=str(where)) or {}

@@ -11,10 +11,21 @@ from ablate import registry
 from ablate.errors import ConfigError, check_name
 
 
+# Upper bounds on sizes, counts and steps: past them a run cannot be built or finished on any machine (a typo's extra
+# zeros, `model.n_layers=10000000` building layers until killed), far past the largest models and runs in the papers.
+MAX_SIZE = {
+    "model.n_layers": 1_000, "model.n_encoder_layers": 1_000, "model.n_decoder_layers": 1_000,  # DeepNet: 1,000
+    "model.d_model": 65_536, "model.n_heads": 4_096, "model.d_k": 65_536, "model.d_v": 65_536, "model.d_ff": 1 << 20,
+    "data.vocab_size": 1 << 22, "data.batch_size": 1 << 24, "data.max_tokens": 1 << 30, "data.max_len": 1 << 20,
+    "data.limit_train": 1 << 40, "data.limit_val": 1 << 40,
+    "train.max_steps": 1_000_000_000, "train.val_every": 1_000_000_000, "train.log_every": 1_000_000_000,
+}
+
+
 def _positive(cfg: DictConfig, key: str) -> None:
     value = OmegaConf.select(cfg, key)
-    if value is not None and value <= 0:
-        raise ConfigError(key, value, "a positive integer")
+    if value is not None and not 0 < value <= MAX_SIZE[key]:
+        raise ConfigError(key, value, f"a positive integer up to {MAX_SIZE[key]:,}")
 
 
 def _fraction(cfg: DictConfig, key: str) -> None:

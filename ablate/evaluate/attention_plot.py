@@ -136,10 +136,16 @@ def plot_attention(run_dir: str | Path, text: str, out: str | Path | None = None
 
     Returns:
         The PNG's path.
+
+    Raises:
+        ConfigError: ``out`` is not a place for a figure (:func:`ablate.runs.owner.check_figure`), before any work.
     """
+    from ablate.runs.owner import check_figure
+
     run_dir = Path(run_dir)
-    panels = collect(run_dir, text, target=target, checkpoint=checkpoint, beam=beam)
     path = Path(out) if out else run_dir / "attention.png"
+    check_figure(path, key="--out")
+    panels = collect(run_dir, text, target=target, checkpoint=checkpoint, beam=beam)
     fig = draw(panels, f"{run_dir.name}: {text[:80]}")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")

@@ -29,8 +29,19 @@ def _quiet() -> None:
     datasets.disable_progress_bars()
 
 
-POSITIVE = (lambda v: v >= 1, "a positive integer")
 NON_NEGATIVE = (lambda v: v >= 0, "a non-negative number")
+# Bounds on what a command is asked to compute: each generated token is a forward pass, each beam a copy of the
+# decoder's state, each length factor a pass over max_len times that many tokens; past these the command runs until
+# it is killed or out of memory, on any machine.
+MAX_NEW_TOKENS = 100_000
+MAX_BEAM = 1_000
+MAX_BATCH_TOKENS = 1 << 24
+MAX_LENGTH_FACTOR = 64
+
+
+def _between(low: int, high: int) -> tuple[Callable[[Any], bool], str]:
+    """The check of an integer option from ``low`` to ``high``, and its words."""
+    return (lambda v: low <= v <= high), f"{'a positive' if low == 1 else 'a non-negative'} integer up to {high:,}"
 
 
 def _factors(text: str) -> list[int]:
@@ -38,8 +49,9 @@ def _factors(text: str) -> list[int]:
         factors = [int(f) for f in text.split(",")]
     except ValueError:
         factors = []
-    if not factors or any(f < 1 for f in factors):
-        raise ConfigError("--lengths", text, "comma-separated positive whole multiples of data.max_len, e.g. 1,2,4",
+    if not factors or any(not 1 <= f <= MAX_LENGTH_FACTOR for f in factors):
+        raise ConfigError("--lengths", text, f"comma-separated whole multiples of data.max_len from 1 to "
+                          f"{MAX_LENGTH_FACTOR}, e.g. 1,2,4",
                           "command line")
     return factors
 
@@ -52,7 +64,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from ablate.evaluate.load import run_arch
 
     _quiet()
-    _require(args, {"--beam": POSITIVE, "--alpha": NON_NEGATIVE, "--batch-tokens": POSITIVE, "--average-last": NON_NEGATIVE})
+    _require(args, {"--beam": _between(1, MAX_BEAM), "--alpha": NON_NEGATIVE,
+                    "--batch-tokens": _between(1, MAX_BATCH_TOKENS), "--average-last": NON_NEGATIVE})
     if run_arch(args.run_dir) == "decoder_only":
         factors = _factors(args.lengths)
         out = evaluate_lengths(args.run_dir, factors=factors, checkpoint=args.checkpoint,
@@ -92,7 +105,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from ablate.evaluate.generate import generate_run
 
     _quiet()
-    _require(args, {"--beam": POSITIVE, "--max-new-tokens": NON_NEGATIVE, "--temperature": NON_NEGATIVE,
+    _require(args, {"--beam": _between(1, MAX_BEAM),
+                    "--max-new-tokens": _between(0, MAX_NEW_TOKENS), "--temperature": NON_NEGATIVE,
+                    "--seed": (lambda v: 0 <= v < 2**32, "an integer in [0, 2**32): what numpy and torch accept as a "
+                                                         "seed"),
                     "--top-k": NON_NEGATIVE, "--average-last": NON_NEGATIVE})
     print(generate_run(args.run_dir, args.prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                        top_k=args.top_k or None, seed=args.seed, beam=args.beam, checkpoint=args.checkpoint,

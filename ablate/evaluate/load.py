@@ -32,9 +32,10 @@ def run_arch(run_dir: str | Path) -> str:
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         raise ConfigError("RUN_DIR", str(run_dir), "a run directory holding config.yaml", "command line")
-    from omegaconf import OmegaConf
+    from ablate.runs.files import read_run_config
 
-    return str(OmegaConf.load(path).model.get("arch", "encoder_decoder"))
+    model = read_run_config(run_dir).get("model")
+    return str(model.get("arch", "encoder_decoder")) if hasattr(model, "get") else "encoder_decoder"
 
 
 def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: str | None = None,

@@ -42,6 +42,9 @@ def import_modules(modules: Iterable[str]) -> None:
             raise ConfigError("imports", module, f"an importable module ({exc})") from exc
         except RegistrationError as exc:
             raise ConfigError("imports", module, f"a module whose components can be registered ({exc})") from exc
+        except SystemExit as exc:  # sys.exit() at import: the command would end there, with its code, doing nothing
+            raise ConfigError("imports", module, f"a module that imports without exiting (it called sys.exit("
+                              f"{exc.code!r}))") from None
         except Exception as exc:  # its own code raised (a syntax error, a bug): one line, where and what
             where = f"line {exc.lineno}: " if isinstance(exc, SyntaxError) and exc.lineno else ""
             raise ConfigError("imports", module, f"a module that imports cleanly ({where}{type(exc).__name__}: "

@@ -135,7 +135,7 @@ def read_result(run_dir: Path) -> dict[str, Any] | None:
     """The run's result.json, or None when there is none yet.
 
     Raises:
-        ConfigError: it is not a JSON mapping, naming the file.
+        ConfigError: it is not a JSON mapping, or a final or best metric in it is not a number, naming the file.
     """
     path = Path(run_dir) / "result.json"
     if not path.is_file():
@@ -143,7 +143,33 @@ def read_result(run_dir: Path) -> dict[str, Any] | None:
     result = read_json(path)
     if not isinstance(result, dict):
         raise ConfigError("file", str(path), f"a run's result: a JSON mapping (this one is a {type(result).__name__})")
+    for section in ("final", "best"):  # the metrics a report compares: numbers, or the run's numbers are not known
+        metrics = result.get(section) or {}
+        bad = [(k, v) for k, v in metrics.items() if isinstance(v, bool) or not isinstance(v, (int, float))] \
+            if isinstance(metrics, dict) else [(section, metrics)]
+        if bad:
+            raise ConfigError("file", str(path), f"a run's result whose {section} metrics are numbers (this one "
+                              f"gives {bad[0][0]}={bad[0][1]!r})")
     return result
+
+
+def read_run_config(run_dir: Path) -> DictConfig:
+    """The run's config.yaml, as it was written.
+
+    Raises:
+        ConfigError: it is missing, or not the YAML mapping ablate writes (edited, cut short, not ablate's), naming it.
+    """
+    path = Path(run_dir) / "config.yaml"
+    try:
+        cfg = OmegaConf.load(path)
+    except OSError as exc:
+        raise ConfigError("file", str(path), f"a run's config.yaml ({exc.strerror})") from None
+    except Exception as exc:  # yaml's and omegaconf's errors: the file is not what ablate writes
+        raise ConfigError("file", str(path), f"a run's config.yaml as ablate writes it ({type(exc).__name__}: "
+                          f"{' '.join(str(exc).split())[:200]})") from None
+    if not isinstance(cfg, DictConfig):
+        raise ConfigError("file", str(path), "a run's config.yaml: a YAML mapping (this one is a list)")
+    return cfg
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, float]]:

@@ -61,6 +61,23 @@ def resolve_mode(configured: str) -> str:
     return "online" if has_api_key() else "offline"
 
 
+def check_credentials(configured: str) -> str:
+    """The mode :func:`resolve_mode` gives, once it is one this machine can log in: online (or shared) needs an API
+    key, which is looked up without the network (:func:`has_api_key`).
+
+    Raises:
+        ConfigError: the mode is not a mode, or asks for the server without a key, naming where the mode came from.
+    """
+    mode = resolve_mode(configured)
+    if mode in ("online", "shared") and not has_api_key():
+        configured = getattr(configured, "value", configured)
+        key, value, source = (("WANDB_MODE", os.environ.get("WANDB_MODE"), "environment") if configured == "auto"
+                              else ("wandb.mode", configured, None))
+        raise ConfigError(key, value, f"a mode this machine can log in with: {mode} needs a W&B API key (`wandb "
+                          "login`, or WANDB_API_KEY), and none is configured; or WANDB_MODE=offline", source)
+    return mode
+
+
 def has_api_key() -> bool:
     """Whether wandb would find credentials without prompting: ``WANDB_API_KEY``,
     ``WANDB_IDENTITY_TOKEN_FILE``, a key given to ``wandb.login()`` in this process, or a netrc
@@ -294,15 +311,18 @@ def sync(paths: list[Path]) -> int:
         paths: run directories, sweep directories, or any folders holding them.
 
     Returns:
-        ``wandb sync``'s exit code; 1, without calling wandb, when there is nothing to sync or no
-        API key is configured.
+        ``wandb sync``'s exit code.
+
+    Raises:
+        ConfigError: there is nothing to sync, or no API key is configured (wandb is not called).
     """
     runs = offline_runs(paths)
+    where = ", ".join(map(str, paths))
     if not runs:
-        print(f"nothing to sync: no offline W&B runs left to upload under {', '.join(map(str, paths))}")
-        return 1
+        raise ConfigError("DIR", where, "a folder holding offline W&B runs not yet uploaded (nothing to sync under "
+                          "it)", "command line")
     if not has_api_key():
-        print(f"cannot sync {len(runs)} offline W&B run(s): no API key; set WANDB_API_KEY or run `wandb login`")
-        return 1
+        raise ConfigError("WANDB_API_KEY", None, f"a W&B API key to sync {len(runs)} offline W&B run(s) (set "
+                          "WANDB_API_KEY or run `wandb login`)", "environment")
     cmd = [sys.executable, "-m", "wandb", "sync", *map(str, runs)]
     return subprocess.run(cmd, stdin=subprocess.DEVNULL, check=False).returncode

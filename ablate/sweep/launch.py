@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ablate.errors import ConfigError
+from ablate.runs.owner import check_folder, claim
 from ablate.sweep.memory import training_bytes
 from ablate.sweep.plan import (Planner, PlannedRun, base_variant, default_sweep_dir, factor_record, factorial_of,
                                plan_record, read_planned, run_config, write_plan)
@@ -105,18 +104,17 @@ def variant_notes(runs: list[PlannedRun]) -> list[str]:
     return out
 
 
-def _writable(sweep_dir: Path) -> None:
-    """Create the sweep directory, or refuse it in one line: a file, or a folder this process cannot write in.
+def _claim(sweep: Sweep, sweep_dir: Path, extra: list[str], *, write: bool) -> None:
+    """Check the sweep directory is new or this sweep's (:mod:`ablate.runs.owner`: its name and the overrides it was
+    launched with), and, when ``write``, create it, marked.
 
     Raises:
         ConfigError: naming the folder.
     """
-    try:
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError("--out", str(sweep_dir), f"a folder ablate can create ({exc.strerror})", "command line") from None
-    if not os.access(sweep_dir, os.W_OK):
-        raise ConfigError("--out", str(sweep_dir), "a folder ablate can write in (this one is read-only)", "command line")
+    identity = {"name": sweep.name, "overrides": list(extra)}
+    if not write:
+        return check_folder(sweep_dir, "sweep", identity, key="--out")
+    claim(sweep_dir, "sweep", identity, key="--out")
 
 
 def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: int, dry_run: bool,
@@ -131,6 +129,7 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     sweep_dir = sweep_dir or default_sweep_dir(sweep)
     if runner is not None:  # its runs train on other machines, which share the filesystem but not our cwd
         sweep_dir = sweep_dir.resolve()
+    _claim(sweep, sweep_dir, extra, write=False)  # before the plan: a plan can read the folder (a bayes sweep's)
     planner, stream = Planner(sweep, extra), None
     if sweep.method == "bayes":
         from ablate.sweep.bayes import BayesSearch
@@ -149,7 +148,7 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
         runs = planner.plan(sweep.points())
     if dry_run:
         return sweep_dir, runs, None
-    _writable(sweep_dir)
+    _claim(sweep, sweep_dir, extra, write=True)
     if sweep.path.resolve() != (sweep_dir / "sweep.yaml").resolve():
         shutil.copyfile(sweep.path, sweep_dir / "sweep.yaml")
     evaluate = sweep.evaluate_options()

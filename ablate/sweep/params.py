@@ -74,6 +74,10 @@ class Param:
         if unknown:
             raise ConfigError(f"{where}.{sorted(unknown)[0]}", spec[sorted(unknown)[0]],
                               f"a key of a W&B parameter: {', '.join(sorted(KEYS))}", source)
+        shapes = [k for k in ("value", "values", "min") if k in spec]
+        if len(shapes) > 1:  # W&B would take the first it looks for and drop the others without a word
+            raise ConfigError(where, spec, f"one of value (a constant), values (a list) or min and max (a range): this "
+                              f"one gives {' and '.join(shapes)}", source)
         dist = spec.get("distribution") or cls._infer(spec)
         if dist not in DISTRIBUTIONS:
             raise ConfigError(f"{where}.distribution", dist, f"one of {', '.join(sorted(DISTRIBUTIONS))}", source)

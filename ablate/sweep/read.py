@@ -90,6 +90,20 @@ def _parse_rows(rows: Any, source: str, key: str = "rows") -> list[dict[str, Any
     return out
 
 
+def _check_rows_apart(rows: list[dict[str, Any]], params: dict[str, Param], source: str) -> None:
+    """No row sets a key the parameters sweep: the parameter's values would be run under the row's label.
+
+    Raises:
+        ConfigError: naming the row's key and the parameter.
+    """
+    for i, row in enumerate(rows):
+        for key in row:
+            if key in params:
+                raise ConfigError(f"rows[{i}].{key}", row[key], f"a key that no parameter sweeps (parameters.{key} "
+                                  f"sweeps it too, and its values would run under the row named {row['name']!r}): set "
+                                  "it in the row or sweep it, not both", source)
+
+
 def _parse_ladder(spec: Any, method: str, rows: list[dict[str, Any]], params: dict[str, Param],
                   source: str) -> list[dict[str, Any]]:
     """``ladder``: the sizes every row runs at; a grid's, at least two steps, keys that no row or parameter sets."""
@@ -201,6 +215,7 @@ def load_sweep(path: str | Path) -> Sweep:
         raise ConfigError("run_cap", run_cap, "a positive integer", source)
     base_config, base_overrides = _parse_base(raw.get("base"), path.parent, source)
     rows = _parse_rows(raw.get("rows"), source)
+    _check_rows_apart(rows, params, source)
     sweep = Sweep(name=check_name(str(raw.get("name") or path.stem), "name", source), path=path, method=method,
                   metric=_parse_metric(raw.get("metric"), source), description=str(raw.get("description") or ""),
                   base_config=base_config, base_overrides=base_overrides, rows=rows,

@@ -195,10 +195,23 @@ def _agent_function() -> None:
     agent_trial(params)
 
 
-def _require_key(what: str, value: str) -> None:
-    from ablate.runs.wandb import resolve_mode
+@contextmanager
+def _server(what: str, value: str) -> Iterator[None]:
+    """W&B's refusals (a key the server rejects, a server that cannot be reached, a sweep it does not know) as one
+    line naming the option."""
+    import wandb
 
-    if resolve_mode("auto") != "online":
+    try:
+        yield
+    except wandb.errors.Error as exc:
+        raise ConfigError(what, value, f"a W&B server that accepts it (it said: {' '.join(str(exc).split())[:300]})",
+                          "command line") from None
+
+
+def _require_key(what: str, value: str) -> None:
+    from ablate.runs.wandb import has_api_key, resolve_mode
+
+    if resolve_mode("auto") != "online" or not has_api_key():
         raise ConfigError(what, value, "a configured W&B API key (`wandb login`, or WANDB_API_KEY): W&B's sweep "
                           "controller lives on its server", "command line")
 
@@ -222,8 +235,9 @@ def start_wandb_sweep(sweep: Sweep, *, extra: list[str], dry_run: bool, check: b
     import wandb
 
     project = sweep.project or os.environ.get("WANDB_PROJECT") or "ablate"
-    sweep_id = wandb.sweep(config, project=project, entity=sweep.entity)
-    entity = sweep.entity or wandb.Api().default_entity
+    with _server("--backend", "wandb"):
+        sweep_id = wandb.sweep(config, project=project, entity=sweep.entity)
+        entity = sweep.entity or wandb.Api().default_entity
     path = f"{entity}/{project}/{sweep_id}"
     print(f"W&B sweep {path}: join from any machine with `ablate agent {path}`")
     gpus = [str(i) for i in range(torch.cuda.device_count())] or [None]
@@ -242,6 +256,7 @@ def run_agent(sweep_id: str, count: int | None = None) -> int:
     import wandb
 
     entity, project, sid = sweep_id.split("/")
-    wandb.agent(sid, function=_agent_function, entity=entity, project=project, count=count)
+    with _server("SWEEP_ID", sweep_id):
+        wandb.agent(sid, function=_agent_function, entity=entity, project=project, count=count)
     return 0
 

@@ -1,9 +1,11 @@
 """Before a run writes anything: every setting it will use is checked, and its run directory is one it may use.
 
-- Settings only the libraries know: Lightning's own checks of ``trainer.*`` (a throwaway Trainer), W&B's mode,
-  and positions the model cannot encode for the task's longest training sequence.
-- The run directory: a folder (not a file), writable, holding no run of another config (resuming under another
-  would relabel steps trained one way as trained another), and whose last checkpoint, if any, can be read.
+- Settings only the libraries know: Lightning's own checks of ``trainer.*`` (a throwaway Trainer), the schedule's
+  arguments, W&B's mode and its credentials, and positions the model cannot encode for the task's longest training
+  sequence.
+- The run directory: a new folder or a run's (:mod:`ablate.runs.owner`), writable, holding no run of another config
+  (resuming under another would relabel steps trained one way as trained another), and whose last checkpoint, if
+  any, can be read.
 
 Each refusal is a :class:`ablate.errors.ConfigError`: one line, exit code 2, nothing written.
 """
@@ -11,7 +13,6 @@ Each refusal is a :class:`ablate.errors.ConfigError`: one line, exit code 2, not
 from __future__ import annotations
 
 import logging
-import os
 import time
 import zipfile
 from pathlib import Path
@@ -24,7 +25,9 @@ from torch import nn
 from ablate.config.schema import Logger as LoggerKind
 from ablate.errors import ConfigError
 from ablate.model.inspect import too_long
-from ablate.runs.files import config_changes, config_hash
+from ablate.runs.files import config_changes, config_hash, read_result, read_run_config
+from ablate.runs.owner import check_folder, claim
+from ablate.train.system import build_schedule
 
 TRAINER_KEYS = ("accelerator", "devices", "strategy", "precision")
 
@@ -36,10 +39,11 @@ def check_settings(cfg: DictConfig, model: nn.Module, data: Any) -> None:
         ConfigError: the first one that cannot be used.
     """
     check_trainer(cfg)
+    build_schedule(cfg)  # a schedule refuses its arguments when it is made: here, not at the first step
     if cfg.logger == LoggerKind.wandb:  # WANDB_MODE=bogus: refused here, not once the run directory exists
-        from ablate.runs.wandb import resolve_mode
+        from ablate.runs.wandb import check_credentials
 
-        resolve_mode(cfg.wandb.mode)
+        check_credentials(cfg.wandb.mode)
     if (why := too_long(model, data.longest)) is not None:
         raise ConfigError("data.max_len", cfg.data.max_len, f"sequences the model can encode: training gives it up to "
                           f"{data.longest} tokens, and {why} (raise its max_len, or lower data.max_len)")
@@ -76,36 +80,35 @@ def check_trainer(cfg: DictConfig) -> None:
 
 
 def make_run_dir(cfg: DictConfig) -> Path:
-    """The run directory, created: ``output_dir``, or a new ``runs/<name>/<time>-<hash>`` (a suffix when another
-    process made that one in the same second).
+    """The run directory, checked and then created (with its marker, :mod:`ablate.runs.owner`): ``output_dir``, or a
+    new ``runs/<name>/<time>-<hash>`` (a suffix when another process made that one in the same second).
 
     Raises:
-        ConfigError: it cannot be a folder ablate writes in.
+        ConfigError: it cannot be a folder of this run (:func:`ablate.runs.owner.check_folder`,
+            :func:`check_run_dir`), or cannot be created; nothing is written then.
     """
     if cfg.output_dir:
         run_dir = Path(cfg.output_dir)
-        if run_dir.exists() and not run_dir.is_dir():
-            raise ConfigError("output_dir", str(run_dir), "a folder (this is a file)")
-        _mkdir(run_dir, exist_ok=True)
+        check_folder(run_dir, "run", None, key="output_dir", source=None)
+        check_run_dir(run_dir, cfg, read_result(run_dir) or {})
+        claim(run_dir, "run", None, key="output_dir", source=None)
     else:
         stem = Path("runs") / cfg.name / f"{time.strftime('%Y%m%d-%H%M%S')}-{config_hash(cfg)[:6]}"
         run_dir, k = stem, 1
-        while not _mkdir(run_dir, exist_ok=False):
+        check_folder(stem, "run", None, key="output_dir", source=None)  # runs/ a file, or this folder inside a run's
+        while not _mkdir(run_dir):
             k += 1
             run_dir = stem.with_name(f"{stem.name}-{k}")
-    if not os.access(run_dir, os.W_OK):
-        raise ConfigError("output_dir", str(run_dir), "a folder ablate can write in (this one is read-only)")
+        claim(run_dir, "run", None, key="output_dir", source=None)
     return run_dir
 
 
-def _mkdir(path: Path, *, exist_ok: bool) -> bool:
-    """Create ``path`` (and its parents); False when it exists and ``exist_ok`` is False."""
+def _mkdir(path: Path) -> bool:
+    """Create ``path`` (and its parents); False when it exists already."""
     try:
-        path.mkdir(parents=True, exist_ok=exist_ok)
+        path.mkdir(parents=True, exist_ok=False)
         return True
     except FileExistsError:
-        if exist_ok:  # a file where a parent folder should be
-            raise ConfigError("output_dir", str(path), "a folder whose parents are folders") from None
         return False
     except OSError as exc:
         raise ConfigError("output_dir", str(path), f"a folder ablate can create ({exc.strerror})") from None
@@ -119,7 +122,7 @@ def check_run_dir(run_dir: Path, cfg: DictConfig, previous: dict[str, Any]) -> N
             truncated or not a checkpoint, naming the file.
     """
     old_path = run_dir / "config.yaml"
-    old = OmegaConf.load(old_path) if old_path.is_file() else None
+    old = read_run_config(run_dir) if old_path.is_file() else None
     trained = previous.get("config_hash") or (old is not None and (run_dir / "checkpoints").is_dir() and config_hash(old))
     if trained and trained != config_hash(cfg):
         changes = config_changes(old, cfg) if old is not None and config_hash(old) == trained else []
@@ -128,6 +131,9 @@ def check_run_dir(run_dir: Path, cfg: DictConfig, previous: dict[str, Any]) -> N
         raise ConfigError("output_dir", str(run_dir), f"a run directory of this config or a new one: it holds a run "
                           f"of another config ({what}); resume it with {old_path}, or give another output_dir")
     last = run_dir / "checkpoints" / "last.ckpt"
+    if last.exists() and not last.is_file():
+        raise ConfigError("checkpoint", str(last), "a checkpoint to resume from (this is a folder): delete it to train "
+                          "the run from its first step")
     if last.is_file() and not zipfile.is_zipfile(last):  # torch.save writes a zip archive; a cut one has no index
         raise ConfigError("checkpoint", str(last), "a checkpoint to resume from (this one is truncated or not a "
                           "checkpoint): delete it to train the run from its first step")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 import pytorch_lightning as pl
@@ -95,7 +97,16 @@ class TransformerSystem(pl.LightningModule):
         t = self.cfg.train
         trainer = self._trainer  # None outside a Trainer (benchmarks, notebooks)
         optimizer = adam(self.parameters(), t, mixed_precision=trainer is not None and "mixed" in str(trainer.precision))
-        context = {"d_model": self.cfg.model.d_model, "lr": t.lr, "max_steps": t.max_steps}
-        schedule = registry.create("schedule", t.schedule, context, OmegaConf.to_container(t.schedule_args))
-        scheduler = LambdaLR(optimizer, schedule)  # base lr 1.0: the schedule gives the absolute lr
+        scheduler = LambdaLR(optimizer, build_schedule(self.cfg))  # base lr 1.0: the schedule gives the absolute lr
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def build_schedule(cfg: DictConfig) -> Callable[[int], float]:
+    """The config's learning-rate schedule (``train.schedule`` with its ``schedule_args``): step -> absolute lr.
+
+    Raises:
+        ConfigError: the schedule refuses its arguments (checked before a run writes anything, by preflight).
+    """
+    t = cfg.train
+    context = {"d_model": cfg.model.d_model, "lr": t.lr, "max_steps": t.max_steps}
+    return registry.create("schedule", t.schedule, context, OmegaConf.to_container(t.schedule_args))

@@ -96,3 +96,14 @@ def test_component_args_given_whole_replace_and_dotted_ones_merge(tmp_path):
     assert dict(tweaked.train.schedule_args) == {"warmup": 10, "scale": 2.0}
     (tmp_path / "child.yaml").write_text(f"defaults: [{base}]\ntrain: {{schedule: cosine, schedule_args: {{warmup: 5}}}}\n")
     assert dict(ablate.load_config(tmp_path / "child.yaml").train.schedule_args) == {"warmup": 5, "min_ratio": 0.1}  # cosine's default
+
+
+# Issue 27, cause 4: every size, count and step a config sets has an upper bound, refused past it in one line (a typo's
+# extra zeros used to build layers until killed).
+@pytest.mark.parametrize("key", sorted(__import__("ablate.config.validate", fromlist=["MAX_SIZE"]).MAX_SIZE))
+def test_every_size_count_and_step_is_bounded(key):
+    from ablate.config.validate import MAX_SIZE
+
+    with pytest.raises(ConfigError, match=rf"{key}={MAX_SIZE[key] + 1} is not allowed; expected a positive integer up "
+                                          rf"to {MAX_SIZE[key]:,}"):
+        ablate.load_config(None, [f"{key}={MAX_SIZE[key] + 1}"])

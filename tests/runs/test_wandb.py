@@ -259,9 +259,10 @@ def test_sync_uploads_pending_offline_runs_oldest_first(no_credentials, monkeypa
     assert cmd[1:4] == ["-m", "wandb", "sync"] and cmd[4:] == [str(earlier), str(later)]
 
 
-def test_sync_without_a_key_or_without_runs_says_so_and_fails(no_credentials, tmp_path, no_subprocess, capsys):
-    assert wb.sync([tmp_path]) == 1
-    assert "nothing to sync" in capsys.readouterr().out
+def test_sync_without_a_key_or_without_runs_is_refused(no_credentials, tmp_path, no_subprocess):
+    with pytest.raises(ConfigError, match="nothing to sync"):
+        wb.sync([tmp_path])
     _offline_run(tmp_path, "20260101_000000")
-    assert wb.sync([tmp_path]) == 1
-    assert "no API key" in capsys.readouterr().out and no_subprocess == []
+    with pytest.raises(ConfigError, match=r"WANDB_API_KEY=None is not allowed; expected a W&B API key to sync 1"):
+        wb.sync([tmp_path])
+    assert no_subprocess == []

@@ -135,3 +135,57 @@ def test_every_experiment_file_passes_dry_run(path, monkeypatch):
     assert text.count("\n") == len(runs) + 1 + 1 + 1 + family + len(variants)  # title, header, runs; blank, heading,
     # variants
     assert not [r.variant for r in runs if r.same_as]  # no shipped experiment trains one model twice
+
+
+# Issue 27, cause 2: a sweep's meaning is read as a whole. Every key a row can set is refused when the parameters
+# sweep it too (the row's label would name the parameter's values), whatever the row or the key.
+ROW_KEYS = ["model.dropout", "train.lr", "seed", "model.positional"]
+
+
+@pytest.mark.parametrize("key", ROW_KEYS)
+def test_a_row_may_not_set_a_key_the_parameters_sweep(tmp_path, key):
+    path = _write(tmp_path, f"""
+        rows: [{{name: base}}, {{name: changed, {key}: 1}}]
+        parameters:
+          {key}: {{values: [0, 1]}}
+    """)
+    with pytest.raises(ConfigError, match=rf"rows\[1\]\.{key}=1 is not allowed; expected a key that no parameter "
+                                          rf"sweeps \(parameters\.{key} sweeps it too"):
+        load_sweep(path)
+
+
+SHAPES = {"value": 0.1, "values": [0.1, 0.2], "min": 0.0}
+
+
+@pytest.mark.parametrize("pair", [("value", "values"), ("value", "min"), ("values", "min")])
+def test_a_parameter_gives_one_shape_of_values(tmp_path, pair):
+    spec = {k: SHAPES[k] for k in pair} | ({"max": 0.3} if "min" in pair else {})
+    path = _write(tmp_path, f"parameters:\n  model.dropout: {yaml.safe_dump(spec, default_flow_style=True)}")
+    with pytest.raises(ConfigError, match=f"this one gives {pair[0]} and {pair[1]}"):
+        load_sweep(path)
+
+
+# Numbers YAML 1.1 (PyYAML, omegaconf) and YAML 1.2 (W&B's server, most editors) read differently: refused in a file
+# and in an override alike; the forms both read the same stay numbers.
+YAML11_ONLY = {"010": 8, "0_10": 8, "1:30": 90, "-1:30": -90, "1:30.5": 90.5, "1:00:00": 3600}
+BOTH_READ = {"10": 10, "07": 7, "0": 0, "0x10": 16, "1e-3": 1e-3, "'010'": "010", "'1:30'": "1:30",
+             "run1:30": "run1:30"}
+
+
+@pytest.mark.parametrize("text", sorted(YAML11_ONLY))
+def test_a_number_only_yaml_1_1_reads_so_is_refused_in_a_file_and_an_override(tmp_path, text):
+    from ablate.config import load_config
+    from ablate.yamlio import load_yaml
+
+    assert yaml.safe_load(text) == YAML11_ONLY[text]  # what PyYAML alone would have made of it
+    with pytest.raises(yaml.YAMLError, match="YAML 1.1"):
+        load_yaml(f"x: {text}\n")
+    with pytest.raises(ConfigError, match="expected a value read the same by every YAML"):
+        load_config(None, [f"name={text}"])
+
+
+@pytest.mark.parametrize("text", sorted(BOTH_READ))
+def test_a_number_both_yamls_read_alike_is_read(text):
+    from ablate.yamlio import load_yaml
+
+    assert load_yaml(f"x: {text}\n") == {"x": BOTH_READ[text]}

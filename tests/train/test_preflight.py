@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import stat
 from pathlib import Path
 
+import pytest
+
 import ablate
+from ablate.errors import ConfigError
 from ablate.runs.files import write_json
 from ablate.train import preflight
 from ablate.train.run import train
@@ -52,3 +56,24 @@ def test_checking_the_trainer_leaves_lightnings_messages_on():
     rank_zero.setLevel(rank_zero.level)  # empties logging's caches: the Trainer's own messages fill them as it starts
     preflight.check_trainer(ablate.load_config(None, TINY))
     assert rank_zero.isEnabledFor(logging.INFO)  # logging caches each logger's answer; the level alone is not enough
+
+
+# Issue 27, cause 3: whatever can be checked is checked before the run folder exists. Each of these used to fail once
+# the folder was made (exit 1, a failed result.json); now train() refuses it and leaves no folder.
+REFUSED_BEFORE_ANY_WRITE = {
+    "train.schedule_args.warmup=-5": "train.schedule_args.warmup=-5",
+    "train.schedule_args.warmup=0": "a positive integer for schedule=noam",
+    "trainer.precision=banana": "trainer.precision",
+    "logger=wandb": "needs a W&B API key",
+}
+
+
+@pytest.mark.parametrize("override", sorted(REFUSED_BEFORE_ANY_WRITE))
+def test_a_setting_that_cannot_be_used_is_refused_before_the_run_folder_exists(override, in_tmp, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setattr("ablate.runs.wandb.has_api_key", lambda: False)
+    cfg = ablate.load_config(None, TINY + FAST + [override, "output_dir=run"])
+    with pytest.raises(ConfigError, match=re.escape(REFUSED_BEFORE_ANY_WRITE[override])):
+        train(cfg)
+    assert list(in_tmp.iterdir()) == []

@@ -1,0 +1,118 @@
+"""Which folders ablate may write (:mod:`ablate.runs.owner`): every kind against every wrong place, the identity of a
+sweep, folders written before the marker, and the figure a run's attention is drawn into."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ablate.errors import ConfigError
+from ablate.runs.owner import KINDS, MARKER, check_figure, check_folder, claim, owner_of
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.fixture
+def places(tmp_path) -> Path:
+    """A file, a folder of someone's files, and one folder of each kind (claimed as ablate claims them)."""
+    (tmp_path / "file").write_text("x\n")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "notes.txt").write_text("mine\n")
+    for kind in KINDS:
+        claim(tmp_path / kind, kind, {"name": kind}, key="out")
+        (tmp_path / kind / "something").write_text("x\n")
+    return tmp_path
+
+
+WRONG = {  # place (relative, or absolute) -> the words of the refusal
+    "/": "not the root of the file system",
+    "file": "(this is a file)",
+    "file/child": "its parent",
+    "notes": "a folder of files ablate did not write",
+    "run/inner": "not a folder inside the run folder",
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("place", sorted(WRONG))
+def test_every_kind_refuses_every_wrong_place_and_writes_nothing(kind, place, places):
+    before = _tree(places)
+    with pytest.raises(ConfigError, match=WRONG[place].replace("(", r"\(").replace(")", r"\)")):
+        check_folder(places / place, kind, {"name": kind}, key="out")  # what claim asks first (no write to / if not)
+    assert _tree(places) == before
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("other", KINDS)
+def test_a_folder_of_another_kind_is_refused_and_one_of_the_same_kind_taken(kind, other, places):
+    if kind == other:
+        assert claim(places / other, kind, {"name": other}, key="out") == places / other
+    else:
+        with pytest.raises(ConfigError, match=f"this is a {other} folder"):
+            check_folder(places / other, kind, {"name": other}, key="out")
+
+
+def test_a_folder_of_the_same_kind_but_another_identity_is_refused_naming_what_differs(places):
+    with pytest.raises(ConfigError, match=r"belongs to another sweep: name: 'sweep' -> 'other'"):
+        claim(places / "sweep", "sweep", {"name": "other"}, key="--out")
+
+
+def test_a_new_or_empty_folder_is_claimed_with_its_marker(tmp_path):
+    (tmp_path / "empty").mkdir()
+    for name in ("new/deeper", "empty"):
+        claim(tmp_path / name, "sweep", {"name": "s", "overrides": []}, key="--out")
+        assert json.loads((tmp_path / name / MARKER).read_text()) == {"kind": "sweep",
+                                                                       "identity": {"name": "s", "overrides": []}}
+
+
+def test_a_folder_written_before_the_marker_is_known_by_its_files(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "result.json").write_text("{}")
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "plan.json").write_text('{"name": "old", "runs": []}')
+    assert owner_of(tmp_path / "run").kind == "run"
+    assert owner_of(tmp_path / "sweep").identity == {"name": "old"}
+    with pytest.raises(ConfigError, match="name: 'old' -> 'new'"):
+        check_folder(tmp_path / "sweep", "sweep", {"name": "new", "overrides": []}, key="--out")
+    claim(tmp_path / "sweep", "sweep", {"name": "old", "overrides": ["a=1"]}, key="--out")  # adopted: now it says all
+    with pytest.raises(ConfigError, match="overrides"):
+        check_folder(tmp_path / "sweep", "sweep", {"name": "old", "overrides": []}, key="--out")
+
+
+def test_a_project_folder_holding_a_checkpoints_folder_is_not_taken_for_a_run(tmp_path):
+    (tmp_path / "checkpoints").mkdir()
+    claim(tmp_path / "runs" / "x", "run", None, key="output_dir")  # inside it, but it is not a run
+
+
+def test_a_marker_ablate_did_not_write_is_one_line(tmp_path):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / MARKER).write_text('{"kind": "bucket"}')
+    with pytest.raises(ConfigError, match="the marker ablate writes"):
+        owner_of(tmp_path / "x")
+
+
+FIGURES = {  # --out -> the words of the refusal; None: accepted
+    "run/attention.png": None,
+    "elsewhere/a.png": None,
+    "run/config.yaml": "the name must end in .png",
+    "run/fake.png": "this file is not a PNG",
+    "run/inner/a.png": "not inside the run folder",
+    "file/a.png": "its parent",
+    "/a.png": "not in the root",
+    "run": "the name must end in .png",
+}
+
+
+@pytest.mark.parametrize("out", sorted(FIGURES))
+def test_a_figure_lands_beside_a_runs_files_never_over_or_among_them(out, places):
+    (places / "run" / "fake.png").write_text("not a png")
+    (places / "run" / "inner").mkdir()
+    if FIGURES[out] is None:
+        check_figure(places / out, key="--out")
+    else:
+        with pytest.raises(ConfigError, match=FIGURES[out]):
+            check_figure(places / out, key="--out")
