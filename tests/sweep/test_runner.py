@@ -112,7 +112,7 @@ def test_a_run_stopped_before_it_could_say_so_is_interrupted_not_failed(tmp_path
     from ablate.sweep import runner
     from ablate.sweep.plan import PlannedRun
 
-    monkeypatch.setattr(runner, "ablate_cli", lambda *a, **k: code)
+    monkeypatch.setattr(runner, "_ablate", lambda *a, **k: code)
     run = PlannedRun(id="r", variant="v", seed=0, varied={}, overrides=[], labels=[], run_dir="runs/r", parameters=1,
                      flops_per_token=1.0)
     runner._train(run, tmp_path, "seed: 0\n", {}, None, fresh=True)
