@@ -12,7 +12,6 @@ import ablate
 from ablate.cli import main
 from ablate.train.run import train
 from tests.conftest import REPO, TINY
-from tests.evaluate.conftest import lm_run_dir, run_dir  # noqa: F401  (fixtures)
 
 SWEEP = "s.yaml"
 
