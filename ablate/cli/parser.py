@@ -62,7 +62,8 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
     sweep.add_argument("--out", metavar="DIR", help="sweep directory (default sweeps/<name>)")
     sweep.add_argument("--backend", choices=["local", "wandb", "ray"], default="local",
                        help="local pool (default), W&B's controller and agents, or a Ray cluster")
-    sweep.add_argument("--address", default=None, help="ray: the cluster to join (default: RAY_ADDRESS, else a local one)")
+    sweep.add_argument("--address", default=None,
+                       help="ray: the cluster to join (default: RAY_ADDRESS, else a local one)")
     sweep.add_argument("--gpus-per-run", type=float, default=None, help="ray: GPUs per run, fractions pack runs")
     sweep.add_argument("--cpus-per-run", type=float, default=None, help="ray: CPUs per run")
     report = sub.add_parser("report", help="comparison table and HTML report of a sweep")

@@ -119,7 +119,8 @@ def cmd_components(args: argparse.Namespace) -> int:
             for e in sorted(registry.entries(kind), key=lambda e: e.name != default):
                 params = f" [{', '.join(p.name for p in e.params)}]" if e.params else ""
                 role = "paper" if e.name == default else "variant"
-                print(f"| `{kinds[kind].key}` | `{e.name}`{params} | {role} | {e.description.replace('|', chr(92) + '|')} |")
+                description = e.description.replace('|', chr(92) + '|')
+                print(f"| `{kinds[kind].key}` | `{e.name}`{params} | {role} | {description} |")
         return 0
     width = max((len(name) for kind in selected for name in registry.names(kind)), default=0)
     for kind in selected:

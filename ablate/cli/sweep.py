@@ -110,7 +110,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if outcome.closed:
         print(f"ablate: no further run started: {outcome.closed}", file=sys.stderr)
     if outcome.stopped:
-        print(f"ablate: {len(outcome.stopped)} runs stopped early by hyperband (see their result.json)", file=sys.stderr)
+        print(f"ablate: {len(outcome.stopped)} runs stopped early by hyperband (see their result.json)",
+              file=sys.stderr)
     if outcome.interrupted:
         print(f"ablate: {len(outcome.interrupted)} runs interrupted: launch the sweep again to resume them",
               file=sys.stderr)

@@ -101,10 +101,12 @@ class Attention(nn.Module):
         return k
 
     def project_memory(self, memory: torch.Tensor) -> KVCache:
-        """Cross-attention: keys (B, h_kv, S, d_k) and values (B, h_kv, S, d_v) of the encoder output (B, S, d_model)."""
+        """Cross-attention: keys (B, h_kv, S, d_k) and values (B, h_kv, S, d_v) of the encoder output
+        (B, S, d_model)."""
         hk = self.n_kv_heads * self.d_k
         k, v = self.w_kv(memory).split([hk, self.n_kv_heads * self.d_v], dim=-1)
-        return KVCache(self.normalize_k(self._heads(k, self.n_kv_heads, self.d_k)), self._heads(v, self.n_kv_heads, self.d_v))
+        return KVCache(self.normalize_k(self._heads(k, self.n_kv_heads, self.d_k)),
+                       self._heads(v, self.n_kv_heads, self.d_v))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None = None,
                 memory: torch.Tensor | None = None) -> torch.Tensor:
@@ -118,13 +120,14 @@ class Attention(nn.Module):
         return self.output(heads, x)  # (B, h, T, d_v) -> (B, T, d_model)
 
     def self_heads(self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None) -> torch.Tensor:
-        """Self-attention's heads (B, h, T, d_v) of x (B, T, d_model): one fused projection to queries, keys and values,
-        the stack's positions applied (rotated queries and keys, a score bias)."""
+        """Self-attention's heads (B, h, T, d_v) of x (B, T, d_model): one fused projection to queries, keys
+        and values, the stack's positions applied (rotated queries and keys, a score bias)."""
         offset = cache.length if cache is not None else 0
         hq, hk = self.n_heads * self.d_k, self.n_kv_heads * self.d_k
         q, k, v = self.w_qkv(x).split([hq, hk, self.n_kv_heads * self.d_v], dim=-1)
         q = self.positional.rotate(self.normalize_q(self._heads(q, self.n_heads, self.d_k)), offset)  # (B, h, T, d_k)
-        k = self.positional.rotate(self.normalize_k(self._heads(k, self.n_kv_heads, self.d_k)), offset)  # (B, h_kv, T, d_k)
+        k = self.normalize_k(self._heads(k, self.n_kv_heads, self.d_k))
+        k = self.positional.rotate(k, offset)  # (B, h_kv, T, d_k)
         v = self._heads(v, self.n_kv_heads, self.d_v)  # (B, h_kv, T, d_v)
         if cache is not None:
             k, v = cache.append(k, v)  # (B, h_kv, P+T, d_k), (B, h_kv, P+T, d_v)
@@ -195,7 +198,8 @@ class Attention(nn.Module):
 
 
 KIND = declare_kind("attention", key="model.attention", interface=Attention, default="mha",
-                    description="attention over h heads: self-attention in every layer, and the decoder's over the encoder")
+                    description="attention over h heads: self-attention in every layer, "
+                                "and the decoder's over the encoder")
 
 
 @register("attention", "mha")
@@ -205,7 +209,8 @@ class MultiHeadAttention(Attention):
 
 @register("attention", "gqa")
 class GroupedQueryAttention(Attention):
-    """h query heads share n_kv_heads key/value heads; n_kv_heads=1 is multi-query (Ainslie et al. 2023; Shazeer 2019)."""
+    """h query heads share n_kv_heads key/value heads; n_kv_heads=1 is multi-query
+    (Ainslie et al. 2023; Shazeer 2019)."""
 
     def __init__(self, *, d_model: int, n_heads: int, d_k: int, d_v: int, attention_dropout: float = 0.0,
                  positional: Positional | None = None, cross: bool = False, n_kv_heads: int = 1):

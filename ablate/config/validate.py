@@ -78,7 +78,8 @@ def validate(cfg: DictConfig) -> None:
     if cfg.train.keep_checkpoints < 0:
         raise ConfigError("train.keep_checkpoints", cfg.train.keep_checkpoints, "a non-negative integer")
     if cfg.train.checkpoint_every is not None and cfg.train.checkpoint_every < 1:
-        raise ConfigError("train.checkpoint_every", cfg.train.checkpoint_every, "a positive integer, or null for val_every")
+        raise ConfigError("train.checkpoint_every", cfg.train.checkpoint_every,
+                          "a positive integer, or null for val_every")
     _number(cfg, "train.grad_clip", "a positive, finite number", lambda v: v > 0, optional=True)
     _number(cfg, "train.lr", "a positive, finite learning rate", lambda v: v > 0,
             optional=True)
@@ -89,7 +90,8 @@ def validate(cfg: DictConfig) -> None:
     if cfg.trainer.accumulate_grad_batches < 1:
         raise ConfigError("trainer.accumulate_grad_batches", cfg.trainer.accumulate_grad_batches, "a positive integer")
     limit = cfg.trainer.limit_val_batches
-    if limit is not None and not (math.isfinite(limit) and (0 < limit <= 1 or (limit > 1 and float(limit).is_integer()))):
+    if limit is not None and not (math.isfinite(limit)
+                                  and (0 < limit <= 1 or (limit > 1 and float(limit).is_integer()))):
         raise ConfigError("trainer.limit_val_batches", limit, "a fraction in (0, 1], a whole number of batches, or "
                           "null (every batch)")
     if cfg.trainer.num_sanity_val_steps < -1:
@@ -109,7 +111,8 @@ SET_BY_ABLATE = {"accelerator": "trainer.accelerator", "devices": "trainer.devic
                  "val_check_interval": "train.val_every", "check_val_every_n_epoch": "train.val_every",
                  "log_every_n_steps": "train.log_every", "gradient_clip_val": "train.grad_clip",
                  "accumulate_grad_batches": "trainer.accumulate_grad_batches",
-                 "limit_val_batches": "trainer.limit_val_batches", "num_sanity_val_steps": "trainer.num_sanity_val_steps",
+                 "limit_val_batches": "trainer.limit_val_batches",
+                 "num_sanity_val_steps": "trainer.num_sanity_val_steps",
                  "deterministic": "trainer.deterministic", "enable_progress_bar": "trainer.enable_progress_bar",
                  "default_root_dir": "output_dir", "logger": "logger", "callbacks": "ablate's callbacks",
                  "plugins": "ablate's checkpointing", "use_distributed_sampler": "the task"}

@@ -38,7 +38,8 @@ class _Synthetic(Task, pl.LightningDataModule):
         super().__init__()
         self.first_symbol = max(data.pad_id, data.bos_id, data.eos_id) + 1
         if data.vocab_size - self.first_symbol < 2:
-            raise ConfigError("data.vocab_size", data.vocab_size, f"at least {self.first_symbol + 2} for a synthetic task")
+            raise ConfigError("data.vocab_size", data.vocab_size,
+                              f"at least {self.first_symbol + 2} for a synthetic task")
         for key, n in (("n_train", n_train), ("n_val", n_val)):
             if n < 1:
                 raise ConfigError(f"data.task_args.{key}", n, "a positive integer")
@@ -90,7 +91,8 @@ class SyntheticSeq2Seq(_Synthetic):
 
 
 class RandomTokensLM(_Synthetic):
-    """Blocks of ``data.max_len`` i.i.d. uniform symbols for a decoder-only model: ``ids`` and ``labels`` shifted by one."""
+    """Blocks of ``data.max_len`` i.i.d. uniform symbols for a decoder-only model: ``ids`` and ``labels``
+    shifted by one."""
 
     collate = staticmethod(stack_lm)
 

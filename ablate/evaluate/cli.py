@@ -1,4 +1,5 @@
-"""Subcommands that read a trained run: ``evaluate`` (BLEU), ``generate`` (sample or translate), ``attention`` (PNG grid).
+"""Subcommands that read a trained run: ``evaluate`` (BLEU), ``generate`` (sample or translate),
+``attention`` (PNG grid).
 
     ablate evaluate RUN_DIR [--split test] [--beam 4] [--alpha 0.6] [--average-last K]   (translation: BLEU)
     ablate evaluate RUN_DIR [--lengths 1,2,4]                                          (language model: lengths)
@@ -74,7 +75,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             loss = out.get(key(f))
             reason = out["lengths"]["unsupported"].get(f"{f}x")
             print(f"{f}x ({f * out['lengths']['block']} tokens): " +
-                  (f"val/loss {loss:.4f}, val/ppl {out[key(f, 'ppl')]:.2f}" if loss is not None else f"cannot: {reason}"))
+                  (f"val/loss {loss:.4f}, val/ppl {out[key(f, 'ppl')]:.2f}" if loss is not None
+                   else f"cannot: {reason}"))
         return 0
     out = evaluate_run(args.run_dir, split=args.split, beam=args.beam, alpha=args.alpha, average_last=args.average_last,
                        batch_tokens=args.batch_tokens, checkpoint=args.checkpoint, device=args.device)
@@ -135,12 +137,15 @@ def _weights_options(p: argparse.ArgumentParser, average: bool = True) -> None:
 
 def add_generate_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``generate``; its ``func`` is :func:`cmd_generate`."""
-    p = subparsers.add_parser("generate", help="sample text from an LM run, or translate a sentence with a translation run")
+    p = subparsers.add_parser("generate",
+                              help="sample text from an LM run, or translate a sentence with a translation run")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (config.yaml, checkpoints/)")
     p.add_argument("--prompt", required=True, help="text to continue (LM) or to translate")
     p.add_argument("--max-new-tokens", type=int, default=200, help="LM: tokens to sample (default: 200)")
-    p.add_argument("--temperature", type=float, default=0.8, help="LM: sampling temperature; 0 = greedy (default: 0.8)")
-    p.add_argument("--top-k", type=int, default=50, help="LM: sample among the k likeliest tokens; 0 = all (default: 50)")
+    p.add_argument("--temperature", type=float, default=0.8,
+                   help="LM: sampling temperature; 0 = greedy (default: 0.8)")
+    p.add_argument("--top-k", type=int, default=50,
+                   help="LM: sample among the k likeliest tokens; 0 = all (default: 50)")
     p.add_argument("--seed", type=int, default=0, help="LM: random seed of the sample (default: 0)")
     p.add_argument("--beam", type=int, default=4, help="translation: beam size; 1 = greedy (default: 4)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
@@ -154,7 +159,8 @@ def add_attention_parser(subparsers: argparse._SubParsersAction) -> argparse.Arg
     p = subparsers.add_parser("attention", help="draw every head's attention weights for one input as a PNG grid")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (config.yaml, checkpoints/)")
     p.add_argument("--text", required=True, help="the source sentence (translation) or text (LM)")
-    p.add_argument("--target", default=None, help="translation: the target to attend over (default: the model's translation)")
+    p.add_argument("--target", default=None,
+                   help="translation: the target to attend over (default: the model's translation)")
     p.add_argument("--out", default=None, help="the PNG to write (default: RUN_DIR/attention.png)")
     _weights_options(p, average=False)
     p.set_defaults(func=cmd_attention)

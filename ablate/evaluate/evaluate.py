@@ -70,7 +70,8 @@ def evaluate_run(
         "decode": {
             "split": split, **settings, "search": "beam" if beam > 1 else "greedy",
             "checkpoints": [p.name for p in paths], "average_last": average_last, "precision": "fp32",
-            "device": str(next(model.parameters()).device), "sentences": len(texts), "seconds": seconds, "sacrebleu": bleu.line,
+            "device": str(next(model.parameters()).device), "sentences": len(texts), "seconds": seconds,
+            "sacrebleu": bleu.line,
             "translations": str(path),
         },
     }

@@ -10,7 +10,6 @@ result says so instead of a number (Press et al. 2022 compare positional variant
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import Any, Sequence

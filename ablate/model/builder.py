@@ -89,7 +89,8 @@ def build_model(cfg: DictConfig) -> nn.Module:
     tgt_pos = parts.make("positional", stack="decoder")
     tgt_input = InputLayer(embedding=emb.target, positional=tgt_pos, dropout=m.dropout)
     if m.arch == Arch.decoder_only:
-        model: nn.Module = DecoderOnly(tgt_input=tgt_input, decoder=parts.stack("decoder", n_dec, tgt_pos, decoder=False),
+        model: nn.Module = DecoderOnly(tgt_input=tgt_input,
+                                       decoder=parts.stack("decoder", n_dec, tgt_pos, decoder=False),
                                        generator=emb.generator, mask=mask, pad_id=d.pad_id)
     else:
         src_pos = parts.make("positional", stack="encoder")

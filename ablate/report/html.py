@@ -92,12 +92,14 @@ def effects_tables(report: Report) -> str:
     out = []
     if report.effects:
         rows = [("", effect_cells(report, e)) for e in report.effects]
-        out += ["<h2>Effects</h2>", f'<div class="scroll">{_table("effects", effect_headers(report), rows, {0, 1, 5})}</div>',
+        out += ["<h2>Effects</h2>",
+                f'<div class="scroll">{_table("effects", effect_headers(report), rows, {0, 1, 5})}</div>',
                 *(f"<p>{escape(line)}</p>" for line in findings(report))]
     if report.trends:
         headers = trend_headers(report)
         rows = [("", trend_cells(report, t)) for t in report.trends]
-        out += ["<h2>Across sizes</h2>", f'<div class="scroll">{_table("trends", headers, rows, {0, len(headers) - 1})}</div>',
+        out += ["<h2>Across sizes</h2>",
+                f'<div class="scroll">{_table("trends", headers, rows, {0, len(headers) - 1})}</div>',
                 figure("trend", plots.trends_svg(report), "(d) Each row's Δ against the base row at each size, error "
                        f"bars: its simultaneous interval ({report.design.describe()})")]
     return "\n".join(out)

@@ -231,7 +231,8 @@ def legend(report: Report) -> str:
                  "parameter count, per seed; grows / shrinks: it excludes 0 and |Δ| increases / decreases with size; "
                  "flips sign: better at one size and worse at another; consistent: the same verdict at every size.")
     if any(row.leaks_labels for row in report.variants):
-        text += " Rows marked 'leaks labels' score positions that see their own labels: their losses are not comparable."
+        text += (" Rows marked 'leaks labels' score positions that see their own labels: "
+                 "their losses are not comparable.")
     matched = [row for row in report.variants if row.matched]
     if matched:
         m = matched[0].matched

@@ -160,7 +160,8 @@ class _RunLogger(WandbLogger):
         fresh = self._experiment is None
         run = super().experiment  # created lazily, on first use
         if fresh:
-            for name, summary in SUMMARIES.items():  # keep WandbLogger's x-axis: an explicit definition replaces its "*"
+            # keep WandbLogger's x-axis: an explicit definition replaces its "*"
+            for name, summary in SUMMARIES.items():
                 run.define_metric(name, summary=summary, step_metric=STEP_METRIC, step_sync=True)
         return run
 
@@ -286,7 +287,8 @@ def log_table(*, project: str, entity: str | None, group: str, name: str, column
                      id=report_run_id(project, entity, group), resume="allow", dir=str(save_dir), mode=mode,
                      settings=_settings(), reinit="create_new")
     try:
-        run.log({"report/table": wandb.Table(columns=list(columns), data=[list(r) for r in rows], allow_mixed_types=True)})
+        run.log({"report/table": wandb.Table(columns=list(columns), data=[list(r) for r in rows],
+                                             allow_mixed_types=True)})
     except BaseException:
         run.finish(exit_code=1)
         raise

@@ -47,7 +47,8 @@ def format_matrix(sweep: Sweep, runs: list[PlannedRun]) -> str:
         n = sweep.decide.max_seeds
         count += (f" to start (sequential design: a seed at a time to undecided rows, up to {n} seeds each, "
                   f"{sweep.decide.most_runs(len({r.variant for r in runs}))} runs at most)")
-    title = f"sweep {sweep.name}: {count}, method {sweep.method}, metric {sweep.metric['name']} ({sweep.metric['goal']})"
+    title = (f"sweep {sweep.name}: {count}, method {sweep.method}, "
+             f"metric {sweep.metric['name']} ({sweep.metric['goal']})")
     fresh = [r for r in runs if r.fresh_seed]
     notes = [f"{len(fresh)} runs repeat an earlier draw (W&B runs every draw): each with the next seed its variant "
              f"had not used ({', '.join(f'{r.variant}: seed {r.seed}' for r in fresh[:3])}"
@@ -88,7 +89,8 @@ def variant_notes(runs: list[PlannedRun]) -> list[str]:
     out = [f"what each variant changes in the built run, against {base!r}:"]
     base_params = variants[base].parameters if base in variants else None
     for name, r in reversed(list(variants.items())):
-        delta = f" ({(r.parameters - base_params) / base_params:+.2%})" if base_params and r.parameters != base_params else ""
+        delta = (f" ({(r.parameters - base_params) / base_params:+.2%})"
+                 if base_params and r.parameters != base_params else "")
         parts = [f"{r.parameters / 1e6:.3f}M params{delta}"]
         if r.matched:
             m = r.matched

@@ -73,7 +73,8 @@ class SequentialQueue(RunQueue):
         undecided with seeds to spare."""
         metric, goal = self.sweep.metric["name"], self.sweep.metric["goal"]  # as the report reads them
         rows = [read_run(self.sweep_dir, asdict(r), metric) for r in self.runs]
-        ended = {v: outcomes([r for r in rows if r.variant == v], metric) for v in dict.fromkeys(r.variant for r in rows)}
+        ended = {v: outcomes([r for r in rows if r.variant == v], metric)
+                 for v in dict.fromkeys(r.variant for r in rows)}
         planned = {v: sum(r.variant == v for r in self.runs) for v in ended}
         needs: dict[str, set[int]] = {}
         self.decided = 0

@@ -162,7 +162,8 @@ def agent_trial(params: dict[str, Any]) -> list[Path]:
         if i == 0 and result.get("status") == "interrupted":
             break  # W&B's controller stopped the point (hyperband): its other seeds are not wanted
     if len(runs) > 1 and values:  # the point's score: the mean over the seeds that finished
-        first = run_config(sweep, runs[0].overrides, sweep_dir / runs[0].run_dir, extra, [*runs[0].labels, "logger=wandb"])
+        first = run_config(sweep, runs[0].overrides, sweep_dir / runs[0].run_dir, extra,
+                           [*runs[0].labels, "logger=wandb"])
         record_scores(first, sweep_dir / runs[0].run_dir,
                       {sweep.metric["name"]: statistics.fmean(values), "seeds_finished": len(values)})
     return dirs
@@ -191,7 +192,8 @@ def _agent_function() -> None:
     if not path:
         raise ConfigError("WANDB_SWEEP_PARAM_PATH", None, "the agent's parameter file (run under wandb.agent)",
                           "environment")
-    params = {k: v.get("value") if isinstance(v, dict) else v for k, v in config_util.dict_from_config_file(path).items()}
+    params = {k: v.get("value") if isinstance(v, dict) else v
+              for k, v in config_util.dict_from_config_file(path).items()}
     agent_trial(params)
 
 

@@ -40,7 +40,8 @@ class TokenThroughput(pl.Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._t0 = time.perf_counter()
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
         self._window = self._window + (batch["labels"] != self.pad_id).sum() * trainer.world_size
         if trainer.global_step % self.every == 0:
             self._flush(pl_module, log=True)
@@ -156,7 +157,8 @@ class Progress(pl.Callback):
 
 
 class StopRequest(pl.Callback):
-    """Ends training gracefully when ``<run_dir>/STOP`` appears (a sweep's early termination); ``reason`` is its text."""
+    """Ends training gracefully when ``<run_dir>/STOP`` appears (a sweep's early termination); ``reason`` is
+    its text."""
 
     def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / STOP_FILE

@@ -123,7 +123,8 @@ def check_run_dir(run_dir: Path, cfg: DictConfig, previous: dict[str, Any]) -> N
     """
     old_path = run_dir / "config.yaml"
     old = read_run_config(run_dir) if old_path.is_file() else None
-    trained = previous.get("config_hash") or (old is not None and (run_dir / "checkpoints").is_dir() and config_hash(old))
+    trained = previous.get("config_hash") or (old is not None and (run_dir / "checkpoints").is_dir()
+                                               and config_hash(old))
     if trained and trained != config_hash(cfg):
         changes = config_changes(old, cfg) if old is not None and config_hash(old) == trained else []
         what = "; ".join(changes[:6]) + (f"; and {len(changes) - 6} more" if len(changes) > 6 else "") if changes \

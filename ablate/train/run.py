@@ -59,7 +59,8 @@ def make_loggers(cfg: DictConfig, run_dir: Path) -> list[Logger]:
     return loggers
 
 
-def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *, shards_itself: bool = False) -> pl.Trainer:
+def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *,
+                 shards_itself: bool = False) -> pl.Trainer:
     """A Lightning Trainer with the config's ``trainer`` settings passed through.
 
     ``shards_itself``: the data module splits batches across DDP ranks itself, so Lightning must
@@ -67,7 +68,8 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
     """
     t, tr = cfg.train, cfg.trainer
     checkpoints = [
-        ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="best", monitor="val/loss", mode="min", save_last=True),
+        ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="best", monitor="val/loss", mode="min",
+                        save_last=True),
         LearningRateMonitor(logging_interval="step"),
     ]
     if t.keep_checkpoints:  # weights of the last k step checkpoints, for checkpoint averaging (section 6.1)
@@ -168,7 +170,8 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
     callbacks += [Progress(run_dir), stop, ValidateAtLastStep()]
     resumer = ExactResume()
     callbacks.append(resumer)  # after the others: it restores the training random states once validation is over
-    result.update(parameters=system.n_params["total"], parameters_by_part=system.n_params, resumed_from=str(resume) if resume else None)
+    result.update(parameters=system.n_params["total"], parameters_by_part=system.n_params,
+                  resumed_from=str(resume) if resume else None)
     try:  # a Trainer that cannot be made fails the run with its reason, as one that fails to train does
         trainer = make_trainer(cfg, run_dir, callbacks, shards_itself=getattr(data, "shards_itself", False))
         result.update(device=_device(trainer), visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),

@@ -94,8 +94,10 @@ def test_component_args_given_whole_replace_and_dotted_ones_merge(tmp_path):
     assert dict(switched.train.schedule_args) == {"warmup": 0}  # no stale noam `scale`
     tweaked = ablate.load_config(base, ["train.schedule_args.warmup=10"])
     assert dict(tweaked.train.schedule_args) == {"warmup": 10, "scale": 2.0}
-    (tmp_path / "child.yaml").write_text(f"defaults: [{base}]\ntrain: {{schedule: cosine, schedule_args: {{warmup: 5}}}}\n")
-    assert dict(ablate.load_config(tmp_path / "child.yaml").train.schedule_args) == {"warmup": 5, "min_ratio": 0.1}  # cosine's default
+    (tmp_path / "child.yaml").write_text(f"defaults: [{base}]\n"
+                                         "train: {schedule: cosine, schedule_args: {warmup: 5}}\n")
+    # min_ratio is cosine's default
+    assert dict(ablate.load_config(tmp_path / "child.yaml").train.schedule_args) == {"warmup": 5, "min_ratio": 0.1}
 
 
 # Issue 27, cause 4: every size, count and step a config sets has an upper bound, refused past it in one line (a typo's

@@ -17,8 +17,7 @@ from ablate.errors import ConfigError
 from ablate.evaluate.lengths import evaluate_lengths
 from ablate.evaluate.load import load_run_model, run_task
 from ablate.train.run import train
-from tests.conftest import REPO
-from tests.evaluate.conftest import LM
+from tests.conftest import LM, REPO
 
 
 def _brute_force(run_dir, factor: int) -> float:

@@ -85,7 +85,8 @@ def test_a_run_without_best_falls_back_to_last_and_says_so(reverse_run, tmp_path
     assert main(["generate", str(copy), "--prompt", PROMPT, "--device", "cpu"]) == 0
     out = capsys.readouterr()
     assert out.out.rstrip("\n") == _reference(copy, "last", [3, 4, 5, 6, 7])
-    assert f"ablate: note: {copy / 'checkpoints'} has no best.ckpt (the run never validated): using last.ckpt" in out.err
+    assert (f"ablate: note: {copy / 'checkpoints'} has no best.ckpt (the run never validated): "
+            "using last.ckpt") in out.err
     assert main(["generate", str(copy), "--prompt", PROMPT, "--checkpoint", "best"]) == 2  # asked for: no fallback
     assert "--checkpoint='best' is not allowed" in capsys.readouterr().err
 

@@ -71,7 +71,8 @@ def test_embedding_variants_add_the_matrices_they_untie():
     tied = _total()
     assert _total("model.embedding=two_way") - tied == 1000 * 512
     assert _total("model.embedding=untied") - tied == 2 * 1000 * 512
-    assert _total("model.embedding=factorized", "model.embedding_args.d_embed=64") - tied == 1000 * 64 + 64 * 512 - 1000 * 512
+    assert (_total("model.embedding=factorized", "model.embedding_args.d_embed=64") - tied
+            == 1000 * 64 + 64 * 512 - 1000 * 512)
 
 
 def _copy_into_torch_layer(ours: EncoderLayer, theirs: nn.TransformerEncoderLayer) -> None:
@@ -111,7 +112,8 @@ def _tiny(*extra: str) -> nn.Module:
     return ablate.build_model(ablate.load_config(None, TINY + ["model.dropout=0.0", *extra])).eval()
 
 
-MODEL_VARIANTS = [(k.name, n) for k in registry.kinds().values() if k.section == "model" for n in registry.names(k.name)]
+MODEL_VARIANTS = [(k.name, n) for k in registry.kinds().values() if k.section == "model"
+                  for n in registry.names(k.name)]
 CAUSAL = [(k, n) for k, n in MODEL_VARIANTS if k != "mask" or not registry.create("mask", n, {}).looks_ahead]
 
 

@@ -34,7 +34,8 @@ def test_a_verdict_s_kind_is_its_leading_name_whatever_qualifies_it(name):
 
 
 def test_not_worse_is_not_read_as_worse_and_the_other_cells_have_no_kind():
-    assert badges.kind("not worse (fails less often)") == "not worse" and badges.kind("worse (fails more often)") == "worse"
+    assert (badges.kind("not worse (fails less often)") == "not worse"
+            and badges.kind("worse (fails more often)") == "worse")
     assert badges.kind(LEAKS) == "not comparable" and badges.kind("base") == "base"
     assert badges.kind("—") == badges.kind("") == badges.kind("worsening") == ""
     assert badges.color("equivalent (better, by less than the margin)") == badges.COLORS["equivalent"]

@@ -61,7 +61,8 @@ def resumed_run(tmp_path_factory) -> Path:
         _no_credentials(mp, tmp_path_factory.mktemp("home"))
         mp.chdir(work)
         make_trainer = run_module.make_trainer
-        mp.setattr(run_module, "make_trainer", lambda c, d, callbacks, **kw: make_trainer(c, d, callbacks + [_InterruptAt(6)], **kw))
+        mp.setattr(run_module, "make_trainer",
+                   lambda c, d, callbacks, **kw: make_trainer(c, d, callbacks + [_InterruptAt(6)], **kw))
         with pytest.raises(SystemExit):  # Lightning's answer to Ctrl+C
             train(cfg)
         signal.signal(signal.SIGINT, sigint)  # Lightning ignores a second Ctrl+C while it shuts down
@@ -83,7 +84,8 @@ def test_a_run_without_an_api_key_logs_offline_into_its_run_dir_only(resumed_run
 
 def test_the_wandb_run_carries_group_name_tags_and_the_flat_config(resumed_run):
     log = _segments(resumed_run)[0]
-    assert (log.run.run_group, log.run.display_name, list(log.run.tags), log.run.job_type) == ("mysweep", "h4", ["a", "b"], "train")
+    assert ((log.run.run_group, log.run.display_name, list(log.run.tags), log.run.job_type)
+            == ("mysweep", "h4", ["a", "b"], "train"))
     assert log.run.project == "ablate"
     assert log.config["model.n_heads"] == 4 and log.config["model.d_model"] == 32
     assert log.config["train.schedule_args.warmup"] == 4000 and log.config["train.betas"] == [0.9, 0.98]
@@ -150,7 +152,8 @@ def test_auto_mode_is_online_with_a_netrc_entry_for_the_wandb_host(no_credential
     assert wb.resolve_mode("auto") == "online"
 
 
-@pytest.mark.parametrize("env, mode", [("disabled", "disabled"), ("offline", "offline"), ("dryrun", "offline"), ("online", "online")])
+@pytest.mark.parametrize("env, mode", [("disabled", "disabled"), ("offline", "offline"), ("dryrun", "offline"),
+                                       ("online", "online")])
 def test_auto_mode_follows_wandb_mode(no_credentials, monkeypatch, env, mode):
     monkeypatch.setenv("WANDB_API_KEY", KEY)
     monkeypatch.setenv("WANDB_MODE", env)
@@ -187,7 +190,8 @@ def test_flatten_gives_every_leaf_under_its_dotted_key():
             node = node.setdefault(p, {})
         node[leaf] = value
     full = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    assert OmegaConf.merge(full, rebuilt) == OmegaConf.create(full) and not any(isinstance(v, dict) for v in flat.values())
+    assert (OmegaConf.merge(full, rebuilt) == OmegaConf.create(full)
+            and not any(isinstance(v, dict) for v in flat.values()))
 
 
 def test_log_table_writes_a_report_run_with_the_table(no_credentials, in_tmp):
@@ -205,8 +209,8 @@ def test_log_table_writes_a_report_run_with_the_table(no_credentials, in_tmp):
 
 def test_every_report_of_a_sweep_goes_to_one_run(no_credentials, in_tmp):
     for rows in ([["base", 4.92]], [["base", 4.90]]):
-        wb.log_table(project="ablate", entity=None, group="mysweep", name="mysweep-report", columns=["variant", "val/ppl"],
-                     rows=rows, save_dir=in_tmp / "report")
+        wb.log_table(project="ablate", entity=None, group="mysweep", name="mysweep-report",
+                     columns=["variant", "val/ppl"], rows=rows, save_dir=in_tmp / "report")
         wandb.teardown()
     runs = sorted((in_tmp / "report" / "wandb").glob("offline-run-*/run-*.wandb"))
     ids = {RunLog(path).run.run_id for path in runs}
@@ -217,8 +221,8 @@ def test_every_report_of_a_sweep_goes_to_one_run(no_credentials, in_tmp):
 def test_log_table_takes_columns_of_mixed_types(no_credentials, in_tmp):
     """A report's columns mix numbers, text and blanks (varied 1 and auto, verdicts, intervals a base row lacks)."""
     rows = [["base", 1, None, "base"], ["h=1", "auto", 0.12, "no detectable difference"]]
-    wb.log_table(project="ablate", entity=None, group="g", name="t", columns=["variant", "devices", "ci_low", "verdict"],
-                 rows=rows, save_dir=in_tmp / "report")
+    wb.log_table(project="ablate", entity=None, group="g", name="t",
+                 columns=["variant", "devices", "ci_low", "verdict"], rows=rows, save_dir=in_tmp / "report")
     wandb.teardown()
     run_dir = next((in_tmp / "report" / "wandb").glob("offline-run-*"))
     (row,) = [r for r in RunLog(next(run_dir.glob("run-*.wandb"))).history if "report/table" in r]

@@ -75,7 +75,8 @@ def test_the_sweep_says_what_the_dry_run_says_and_its_line_ends_at_the_last_look
     last = [line for line in err.replace("\r", "\n").splitlines() if line.startswith("sweep: look at")][-1]
     decided = sum(r.comparison.decided_at is not None for r in report.variants if not r.is_base)
     n = sum(len(s) for s in seeds.values())
-    assert last.split(" · ")[0] == f"sweep: look at {max(map(len, seeds.values()))} seeds: {n}/{n} runs done (15 at most)"
+    assert last.split(" · ")[0] == (f"sweep: look at {max(map(len, seeds.values()))} seeds: "
+                                    f"{n}/{n} runs done (15 at most)")
     assert last.split(" · ")[1:] == [f"{decided} of 2 decided", "this look's runs have ended"]
 
 

@@ -288,7 +288,8 @@ def test_a_bayes_dry_run_asks_for_one_point_and_shows_it_once_per_seed(tmp_path)
     """))
     plan = json.loads(_cli("sweep", str(path), "--dry-run", "--json", cwd=tmp_path).stdout)
     assert [r["seed"] for r in plan["runs"]] == [0, 1, 2]
-    assert len({r["varied"]["model.dropout"] for r in plan["runs"]}) == 1 and len({r["variant"] for r in plan["runs"]}) == 1
+    assert (len({r["varied"]["model.dropout"] for r in plan["runs"]}) == 1
+            and len({r["variant"] for r in plan["runs"]}) == 1)
 
 
 # --- open-ended sweeps --------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""``trainer.compile``: the training forward goes through torch.compile; the numbers and the checkpoint do not change."""
+"""``trainer.compile``: the training forward goes through torch.compile; the numbers and the checkpoint do not
+change."""
 
 from __future__ import annotations
 

@@ -24,8 +24,9 @@ ARGS = {"prefix_lm": ["model.mask_args.prefix_len=12"], "sliding_window": ["mode
 
 def _train(mask: str, tmp_path) -> tuple[float, torch.nn.Module]:
     cfg = ablate.load_config(None, [
-        "logger=none", "model.arch=decoder_only", "data.task=random_lm", f"data.vocab_size={K + 3}", f"data.max_len={T}",
-        "model.n_layers=2", "model.d_model=32", "model.n_heads=4", "model.d_ff=64", "model.dropout=0.0",
+        "logger=none", "model.arch=decoder_only", "data.task=random_lm", f"data.vocab_size={K + 3}",
+        f"data.max_len={T}", "model.n_layers=2", "model.d_model=32", "model.n_heads=4", "model.d_ff=64",
+        "model.dropout=0.0",
         f"model.mask={mask}", *ARGS.get(mask, []), "train.max_steps=400", "train.val_every=400",
         "train.schedule=constant", "train.lr=3e-3", "train.schedule_args={warmup: 10}", "train.label_smoothing=0.0",
         "data.batch_size=32", "trainer.enable_progress_bar=false", f"output_dir={tmp_path / mask}"])
@@ -43,7 +44,8 @@ def test_no_mask_beats_the_entropy_of_random_tokens_unless_declared_leaky(name, 
     if model.mask.leaks_labels:
         assert loss < math.log(K) - 1.0, "the test must see a leak where there is one"
     else:
-        assert loss > math.log(K) - 0.02, f"val/loss {loss:.4f} < log K = {math.log(K):.4f}: a scored position sees its label"
+        assert loss > math.log(K) - 0.02, (f"val/loss {loss:.4f} < log K = {math.log(K):.4f}: "
+                                           "a scored position sees its label")
 
 
 @pytest.fixture
@@ -71,6 +73,7 @@ def test_scoring_the_prefix_lm_prefix_reports_a_leak_as_a_better_model(tmp_path,
     assert leaky < math.log(K) - 0.5 < fixed
     ids = torch.randint(3, K + 3, (64, T + 1), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
-        nll = torch.nn.functional.cross_entropy(model(ids[:, :-1]).transpose(1, 2), ids[:, 1:], reduction="none")  # (B, T)
+        logits = model(ids[:, :-1])  # (B, T, V)
+        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")  # (B, T)
     inside = torch.arange(T) < 11  # positions 0 .. prefix_len - 2 read their label
     assert nll[:, inside].mean() < math.log(K) - 1.0 and nll[:, ~inside].mean() > math.log(K) - 0.05
