@@ -208,8 +208,9 @@ def synthetic_lengths(n: int, seed: int) -> tuple[Any, Any]:
 
 
 def synthetic_batches(n_batches: int, *, max_tokens: int, vocab_size: int, pad_id: int = 0, bos_id: int = 1,
-                      eos_id: int = 2, seed: int = 0) -> list[dict[str, Any]]:
-    """``n_batches`` padded seq2seq batches packed like ``ablate``'s TokenBatchSampler (random ids).
+                      eos_id: int = 2, seed: int = 0, bucket: int | None = None) -> list[dict[str, Any]]:
+    """``n_batches`` padded seq2seq batches packed like ``ablate``'s TokenBatchSampler (random ids); with ``bucket``
+    (``data.length_bucket``), in its static shapes.
 
     Keys as :class:`ablate.data.collate.Seq2SeqCollator` makes them: ``src_ids`` (B, S),
     ``tgt_ids`` (B, T) = [BOS] + y, ``labels`` (B, T) = y + [EOS].
@@ -222,8 +223,8 @@ def synthetic_batches(n_batches: int, *, max_tokens: int, vocab_size: int, pad_i
 
     src_len, tgt_len = synthetic_lengths(20_000, seed)
     sampler = TokenBatchSampler(np.maximum(src_len, tgt_len + 1), max_tokens=max_tokens, shuffle=True, seed=seed,
-                                drop_last=True)
-    collate = Seq2SeqCollator(pad_id, bos_id, eos_id)
+                                drop_last=True, bucket=bucket)
+    collate = Seq2SeqCollator(pad_id, bos_id, eos_id, bucket, max_tokens)
     g = torch.Generator().manual_seed(seed)
     out = []
     for idx in list(sampler)[:n_batches]:
