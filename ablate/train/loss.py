@@ -57,23 +57,24 @@ class LinearCrossEntropy(torch.autograd.Function):
                 total += ((1 - smoothing) * (lse - picked) + smoothing * (lse - z.mean(-1))).sum()
                 if not want_grad:
                     continue
-                dz = torch.softmax(z, dim=-1).sub_(smoothing / V)  # (C, V), in place: z's storage is reused
+                dz = z.sub_(lse[:, None]).exp_().sub_(smoothing / V)  # (C, V): softmax - eps/V, in z's storage
                 dz.scatter_add_(1, yc[:, None], dz.new_full((yc.numel(), 1), -(1 - smoothing)))
-                dz = dz.div_(max(n, 1)).to(dtype)
+                dz = dz.to(dtype)  # the 1/N of the mean is applied in backward, to the smaller (N, d) and (V, d)
                 if grad_x is not None:
                     grad_x[start:start + chunk_rows] = (dz @ w).to(x.dtype)  # (C, d)
                 if grad_w is not None:
                     grad_w += (dz.t() @ xc).float()  # (V, d)
         ctx.save_for_backward(grad_x if grad_x is not None else x.new_empty(0),
                               grad_w if grad_w is not None else x.new_empty(0))
-        ctx.weight_dtype = weight.dtype
+        ctx.weight_dtype, ctx.n = weight.dtype, max(n, 1)
         return total / max(n, 1)
 
     @staticmethod
     def backward(ctx, grad_out):  # noqa: D102
         grad_x, grad_w = ctx.saved_tensors
-        gx = grad_x * grad_out.to(grad_x.dtype) if ctx.needs_input_grad[0] else None
-        gw = (grad_w * grad_out).to(ctx.weight_dtype) if ctx.needs_input_grad[1] else None
+        scale = grad_out / ctx.n  # d mean / d sum, times the incoming gradient
+        gx = grad_x * scale.to(grad_x.dtype) if ctx.needs_input_grad[0] else None
+        gw = (grad_w * scale).to(ctx.weight_dtype) if ctx.needs_input_grad[1] else None
         return gx, gw, None, None, None
 
 
