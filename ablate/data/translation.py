@@ -153,7 +153,7 @@ class ParallelText(Task, pl.LightningDataModule):
         self.splits = {k: v for k, v in splits.items() if v is not None}
         self.settings = TokenizerSettings.from_data(data, model_type=model_type)
         self.collate = Seq2SeqCollator(data.pad_id, data.bos_id, data.eos_id)
-        self.bucket = data.get("length_bucket")  # static training shapes (ablate.data.batching), None: off
+        self.bucket = data.length_bucket  # static training shapes (ablate.data.batching), None: off
         if self.bucket is not None and not (isinstance(self.bucket, int) and self.bucket >= 1):
             raise ConfigError("data.length_bucket", self.bucket, "a positive whole number of tokens, or null (off)")
         self.train_collate = Seq2SeqCollator(data.pad_id, data.bos_id, data.eos_id, self.bucket, data.max_tokens)
