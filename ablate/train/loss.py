@@ -18,6 +18,8 @@ stay exactly as they were).
 The loss (torch's label smoothing, eps over all V classes, padding ignored), for N scored tokens:
     loss = 1/N sum_i [ (1 - eps) (lse_i - z_{i,y_i}) + eps (lse_i - mean_v z_{i,v}) ],  lse_i = logsumexp_v z_{i,v}
     d loss / d z_{i,v} = (softmax(z_i)_v - (1 - eps) [v = y_i] - eps / V) / N
+The constant -eps/V of every class enters the gradients as a rank-one term (-eps/V times the column sums of W for
+the hidden states, of the chunk's rows for W), so it costs no pass over the chunk's (C, V) probabilities.
 """
 
 from __future__ import annotations
@@ -49,21 +51,22 @@ class LinearCrossEntropy(torch.autograd.Function):
             total = torch.zeros((), dtype=torch.float32, device=x.device)
             grad_x = torch.empty_like(x) if ctx.needs_input_grad[0] else None  # (N, d)
             grad_w = torch.zeros_like(weight, dtype=torch.float32) if ctx.needs_input_grad[1] else None  # (V, d)
+            spread = (smoothing / V) * w.float().sum(0) if grad_x is not None else None  # (d,)
             for start in range(0, n, chunk_rows):
                 xc, yc = x[start:start + chunk_rows].to(dtype), targets[start:start + chunk_rows]  # (C, d), (C,)
-                z = (xc @ w.t()).float()  # (C, V)
-                lse = torch.logsumexp(z, dim=-1)  # (C,)
-                picked = z.gather(1, yc[:, None]).squeeze(1)  # (C,)
-                total += ((1 - smoothing) * (lse - picked) + smoothing * (lse - z.mean(-1))).sum()
+                log_p = torch.log_softmax((xc @ w.t()).float(), dim=-1)  # (C, V)
+                picked = log_p.gather(1, yc[:, None]).squeeze(1)  # (C,)
+                total -= ((1 - smoothing) * picked + smoothing * log_p.mean(-1)).sum()
                 if not want_grad:
                     continue
-                dz = z.sub_(lse[:, None]).exp_().sub_(smoothing / V)  # (C, V): softmax - eps/V, in z's storage
+                dz = log_p.exp_()  # (C, V): softmax, in log_p's storage
                 dz.scatter_add_(1, yc[:, None], dz.new_full((yc.numel(), 1), -(1 - smoothing)))
                 dz = dz.to(dtype)  # the 1/N of the mean is applied in backward, to the smaller (N, d) and (V, d)
+                # the eps/V every class gets, taken out of dz: a rank-one term of the products (no pass over (C, V))
                 if grad_x is not None:
-                    grad_x[start:start + chunk_rows] = (dz @ w).to(x.dtype)  # (C, d)
+                    grad_x[start:start + chunk_rows] = ((dz @ w).float() - spread).to(x.dtype)  # (C, d)
                 if grad_w is not None:
-                    grad_w += (dz.t() @ xc).float()  # (V, d)
+                    grad_w += (dz.t() @ xc).float() - (smoothing / V) * xc.float().sum(0)  # (V, d)
         ctx.save_for_backward(grad_x if grad_x is not None else x.new_empty(0),
                               grad_w if grad_w is not None else x.new_empty(0))
         ctx.weight_dtype, ctx.n = weight.dtype, max(n, 1)
