@@ -208,8 +208,9 @@ def synthetic_lengths(n: int, seed: int) -> tuple[Any, Any]:
 
 
 def synthetic_batches(n_batches: int, *, max_tokens: int, vocab_size: int, pad_id: int = 0, bos_id: int = 1,
-                      eos_id: int = 2, seed: int = 0) -> list[dict[str, Any]]:
-    """``n_batches`` padded seq2seq batches packed like ``ablate``'s TokenBatchSampler (random ids).
+                      eos_id: int = 2, seed: int = 0, bucket: int | None = None) -> list[dict[str, Any]]:
+    """``n_batches`` padded seq2seq batches packed like ``ablate``'s TokenBatchSampler (random ids); with ``bucket``
+    (``data.length_bucket``), in its static shapes.
 
     Keys as :class:`ablate.data.collate.Seq2SeqCollator` makes them: ``src_ids`` (B, S),
     ``tgt_ids`` (B, T) = [BOS] + y, ``labels`` (B, T) = y + [EOS].
@@ -222,8 +223,8 @@ def synthetic_batches(n_batches: int, *, max_tokens: int, vocab_size: int, pad_i
 
     src_len, tgt_len = synthetic_lengths(20_000, seed)
     sampler = TokenBatchSampler(np.maximum(src_len, tgt_len + 1), max_tokens=max_tokens, shuffle=True, seed=seed,
-                                drop_last=True)
-    collate = Seq2SeqCollator(pad_id, bos_id, eos_id)
+                                drop_last=True, bucket=bucket)
+    collate = Seq2SeqCollator(pad_id, bos_id, eos_id, bucket, max_tokens)
     g = torch.Generator().manual_seed(seed)
     out = []
     for idx in list(sampler)[:n_batches]:
@@ -239,14 +240,19 @@ def real_tokens(batch: dict[str, Any], pad_id: int = 0) -> int:
 
 
 def train_step(model: Any, forward: Callable[[dict], Any], *, precision: str, device: str = "cpu",
-               label_smoothing: float = 0.1, pad_id: int = 0, fused_adam: bool = False) -> Callable[[dict], Any]:
+               label_smoothing: float = 0.1, pad_id: int = 0, fused_adam: bool = False,
+               projected: bool = False) -> Callable[[dict], Any]:
     """One optimiser step on a batch, as ``ablate train`` takes it: forward, label-smoothed
     cross-entropy ignoring padding, backward, Adam(0.9, 0.98, 1e-9) step. ``precision``: fp32 or bf16
     (autocast to bfloat16 around forward and loss, like Lightning's ``bf16-mixed``). ``fused_adam``:
-    PyTorch's fused Adam (what ``ablate train`` uses) instead of its default implementation."""
+    PyTorch's fused Adam (what ``ablate train`` uses) instead of its default implementation. ``projected``:
+    ``forward`` returns the decoder's output (B, T, d_model) and the loss is ``ablate.train.loss.projected_loss``
+    through ``model.generator`` (what ``ablate train`` does for a linear head) instead of full logits."""
     import torch
     import torch.nn.functional as F
     from torch.profiler import record_function
+
+    from ablate.train.loss import projected_loss
 
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=fused_adam or None)
@@ -254,10 +260,13 @@ def train_step(model: Any, forward: Callable[[dict], Any], *, precision: str, de
     def step(batch: dict) -> Any:
         with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
             with record_function("phase: forward"):
-                logits = forward(batch)  # (B, T, V)
+                logits = forward(batch)  # (B, T, V), or (B, T, d_model) when projected
             with record_function("phase: loss"):
-                loss = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=pad_id,
-                                       label_smoothing=label_smoothing)
+                if projected:
+                    loss = projected_loss(logits, model.generator, batch["labels"], pad_id, label_smoothing)
+                else:
+                    loss = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=pad_id,
+                                           label_smoothing=label_smoothing)
         with record_function("phase: backward"):
             loss.backward()
         with record_function("phase: optimizer"):

@@ -1,20 +1,23 @@
-"""GPU throughput of the paper's base model in bf16-mixed: tokens/s, model FLOPs utilisation, the SDPA path,
-``torch.compile``, and a Table 3 sweep with one and with K runs per GPU.
+"""GPU throughput of the paper's base model in bf16-mixed: tokens/s, model FLOPs utilisation and where a step's
+time goes, before and after each change of issue 30; the SDPA path; optionally a Table 3 sweep with one and with K
+runs per GPU. One call, under 5 minutes on an H100/H200 (the sweep is opt-in: ``--sweep``).
 
-On a CUDA device: (1) tokens/s of the training step (bf16 autocast, as Lightning's bf16-mixed, fused Adam) and
-MFU = tokens/s x ``ablate.model.flops.flops_per_token`` / the GPU's peak dense bf16 FLOP/s, eager and
-through ``torch.compile`` (what ``trainer.compile=true`` does), with the compile time;
-(2) which scaled_dot_product_attention kernel each attention runs with ablate's boolean masks
-(profiler op names) and which backends accept those masks; (3) what the alternatives would give,
-timed per call (forward + backward) on the model's shapes: the decoder self-attention with
-``is_causal=True`` and no mask (exact when padding is only on the right: a real query never sees a
-right-padded key under the causal mask, and padded queries are ignored by the loss), and the
-encoder/cross attention without a key-padding mask (an upper bound: it needs packed or varlen
-sequences to stay exact); (4) unless ``--no-sweep``: the wall time of ``experiments/table3_multi30k.yaml``
-(one seed, ``--sweep-steps`` steps per run) with ``--runs-per-gpu 1`` and with ``--runs-per-gpu K``
-(``--pack K``, default auto). Without CUDA it says so and exits 0.
+(1) The bf16 matmul peak measured here (an 8192^3 bf16 product) beside the spec figure. (2) The training step
+(bf16 autocast, as Lightning's bf16-mixed; fused Adam; no host sync inside the step) on ~25k-token batches, as
+contenders that add one change each: "before" (eager, full (B, T, V) logits + F.cross_entropy, greedy packing
+as today), + the projected chunked loss (``ablate.train.loss``), + length buckets (``data.length_bucket``: static
+shapes), + ``torch.compile(dynamic=False)`` of the model (static shapes make it pay); ``--no-projected-loss``,
+``--no-buckets``, ``--no-compile`` leave a change out. For each: tokens/s, MFU = tokens/s x
+``ablate.model.flops.flops_per_token`` / peak (measured and spec), padding share, peak memory, and the step split
+into matmuls, attention, elementwise, loss, optimiser and idle (torch.profiler kernels). (3) Which SDPA kernel each
+attention runs with ablate's boolean masks and what ``is_causal`` / unmasked attention would save. (4) With
+``--sweep``: the wall time of ``experiments/table3_multi30k.yaml`` with ``--runs-per-gpu 1`` and ``K``.
 
-    python benchmarks/gpu.py [--quick] [--peak-tflops X] [--no-sweep] [--sweep-steps 300] [--pack auto]
+Without CUDA it says so in one line and exits 0; ``--cpu`` runs a tiny version of (2) on the CPU (a check that the
+script works, not a GPU figure).
+
+    python benchmarks/gpu.py [--quick] [--cpu] [--peak-tflops X] [--bucket 16] [--no-projected-loss]
+                             [--no-buckets] [--no-compile] [--sweep] [--sweep-steps 300] [--pack auto]
 """
 
 from __future__ import annotations
@@ -32,16 +35,15 @@ import torch
 import torch.nn.functional as F
 
 import _common as C
+import _step_profile as P
 import ablate
 from ablate.model.flops import flops_per_token
 
 PEAK_BF16_TFLOPS = [("H200", 989), ("H100 NVL", 835), ("H100 PCIe", 756), ("H100", 989), ("A100", 312),
                     ("L40S", 362), ("L4", 121), ("A10", 125), ("4090", 165), ("3090", 71)]  # dense, no sparsity
 BACKENDS = ["FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH"]
-
-
-def peak_tflops(name: str, override: float | None) -> float | None:
-    return override or next((p for key, p in PEAK_BF16_TFLOPS if key in name), None)
+TINY_CPU = ["model.n_layers=1", "model.d_model=64", "model.n_heads=2", "model.d_ff=128", "data.vocab_size=1000"]
+CHANGES = [("projected loss", "projected"), ("length buckets", "bucket"), ("torch.compile, static", "compiled")]
 
 
 def sdpa_ops(step, batch) -> dict[str, int]:
@@ -121,64 +123,109 @@ def sweep_wall_time(runs_per_gpu: str, steps: int, out: str) -> tuple[float, int
     return wall, finished
 
 
+def contenders(args) -> list[tuple[str, dict[str, bool]]]:
+    """"before" (today's step), then one more of issue 30's changes each, those turned off left out."""
+    off = {"projected": args.no_projected_loss, "bucket": args.no_buckets, "compiled": args.no_compile or args.cpu}
+    current = dict.fromkeys(off, False)
+    out = [("before: eager, full logits, greedy packing", dict(current))]
+    for label, key in CHANGES:
+        if not off[key]:
+            current[key] = True
+            out.append((f"+ {label}", dict(current)))
+    return out
+
+
+def run_contender(cfg, flags: dict[str, bool], batches: list[dict], device: str, steps: int) -> dict:
+    """Time and profile one contender: warm-up (compiling each shape once), ``steps`` timed steps, 3 profiled."""
+    torch.manual_seed(0)
+    model = ablate.build_model(cfg).to(device)
+    step = P.make_step(model, device=device, projected=flags["projected"], compiled=flags["compiled"])
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    shapes = {tuple(b["tgt_ids"].shape): b for b in batches}
+    t0 = time.perf_counter()
+    warm = list(shapes.values()) if flags["compiled"] else batches[:2]
+    P.time_steps(step, warm, device)
+    warm_s = time.perf_counter() - t0
+    timed = batches[:steps]
+    seconds = P.time_steps(step, timed, device)
+    real = sum(C.real_tokens(b) for b in timed) / len(timed)
+    slots = sum(b["tgt_ids"].numel() for b in timed) / len(timed)
+    out = {"tokens_per_s": real / seconds, "step_ms": 1e3 * seconds, "warmup_s": warm_s, "shapes": len(shapes),
+           "padding": 1 - real / slots, "split_ms": P.split(step, batches[:3], device),
+           "peak_mem_gb": torch.cuda.max_memory_allocated() / 1e9 if device == "cuda" else float("nan")}
+    del model, step
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return out
+
+
 def main() -> None:
     def options(p):
-        p.add_argument("--peak-tflops", type=float, default=None, help="peak dense bf16 TFLOP/s of this GPU")
-        p.add_argument("--no-sweep", action="store_true", help="skip the Table 3 sweep timing")
+        p.add_argument("--cpu", action="store_true", help="without CUDA: a tiny CPU run of the step section")
+        p.add_argument("--peak-tflops", type=float, default=None, help="spec peak dense bf16 TFLOP/s of this GPU")
+        p.add_argument("--bucket", type=int, default=16, help="data.length_bucket of the bucketed contenders")
+        p.add_argument("--no-projected-loss", action="store_true", help="leave out the projected chunked loss")
+        p.add_argument("--no-buckets", action="store_true", help="leave out the length buckets")
+        p.add_argument("--no-compile", action="store_true", help="leave out torch.compile")
+        p.add_argument("--sweep", action="store_true", help="also time the Table 3 sweep (minutes)")
         p.add_argument("--sweep-steps", type=int, default=300, help="training steps per run of the timed sweep")
         p.add_argument("--pack", default="auto", help="runs per GPU of the packed sweep (an integer or auto)")
 
     args = C.parse_args(__doc__, options)
-    settings = {"config": "configs/transformer_base.yaml", "precision": "bf16-mixed (autocast)", "quick": args.quick}
-    info = C.print_header("gpu: base model tokens/s, MFU and SDPA path", settings)
-    if not torch.cuda.is_available():
-        print("no CUDA device available: nothing to measure here (run this on a GPU machine)")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    settings = {"config": "configs/transformer_base.yaml", "precision": "bf16-mixed (autocast)", "quick": args.quick,
+                "device": device, "bucket": args.bucket}
+    info = C.print_header("gpu: base model tokens/s, MFU, step split, SDPA path", settings)
+    if device == "cpu" and not args.cpu:
+        print("gpu.py: no CUDA device here, nothing measured (--cpu runs a tiny CPU check of the same code)")
         C.emit("gpu", info, settings, {"skipped": "no CUDA device"})
         return
-    tokens, steps = (8192, 5) if args.quick else (25000, 20)
-    cfg = ablate.load_config(C.REPO / "configs/transformer_base.yaml")
-    batches = C.to_device(C.synthetic_batches(steps + 3, max_tokens=tokens, vocab_size=cfg.data.vocab_size), "cuda")
-    seq = sum(b["tgt_ids"].size(1) for b in batches) / len(batches)
+    cfg = ablate.load_config(C.REPO / "configs/transformer_base.yaml", TINY_CPU if device == "cpu" else [])
+    tokens, steps = (512, 2) if device == "cpu" else (8192, 8) if args.quick else (25000, 20)
+    make = lambda bucket: C.to_device(C.synthetic_batches(  # noqa: E731
+        steps + 3, max_tokens=tokens, vocab_size=cfg.data.vocab_size, bucket=bucket), device)
+    plain, bucketed = make(None), make(args.bucket)
+    seq = sum(b["tgt_ids"].size(1) for b in plain) / len(plain)
     fpt = flops_per_token(cfg, seq_len=round(seq))
-    peak = peak_tflops(info["gpu"], args.peak_tflops)
-    contenders, steps_of, compile_s = {}, {}, None
-    for name in ("eager", "torch.compile"):
-        torch.manual_seed(0)
-        model = ablate.build_model(cfg).cuda()
-        forward = torch.compile(model) if name == "torch.compile" else model
-        step = C.train_step(model, lambda b, f=forward: f(b["src_ids"], b["tgt_ids"]), precision="bf16",
-                            device="cuda", fused_adam=True)
-        if name == "torch.compile":  # the first steps compile (a few shapes: batches differ in length)
-            t0 = time.perf_counter()
-            for b in batches[:3]:
-                step(b)
-            compile_s = time.perf_counter() - t0
-        steps_of[name] = step
-        contenders[name] = lambda r, st=step: C.discard(st(batches[r % len(batches)]))
-    times = C.interleave(contenders, rounds=steps, warmup=3)
-    print(f"\n~{tokens} tokens/batch (mean padded target length {seq:.0f}), {steps} steps after 3 warm-up; "
-          f"compiling took {compile_s:.0f} s")
-    rows, figures = [], {}
-    for name, ts in times.items():
-        tps = [C.real_tokens(batches[r % len(batches)]) / t for r, t in enumerate(ts)]
-        mfu = C.median(tps) * fpt / (peak * 1e12) if peak else float("nan")
-        figures[name] = {"tokens_per_s": C.median(tps), "mfu": mfu, "step_ms": 1e3 * C.median(ts)}
-        rows.append([f"base bf16-mixed, {name}", C.median(tps), C.spread(tps), fpt / 1e9, C.median(tps) * fpt / 1e12,
-                     peak or float("nan"), mfu])
-    print(C.table(["model", "tokens/s", "range", "GFLOP/token", "TFLOP/s", "peak TFLOP/s", "MFU"], rows))
-    speedup = figures["torch.compile"]["tokens_per_s"] / figures["eager"]["tokens_per_s"]
-    print(f"torch.compile / eager: {speedup:.2f}x tokens/s")
-    results = {"eager": figures["eager"], "compiled": figures["torch.compile"], "compile_s": compile_s,
-               "compile_speedup": speedup, "flops_per_token": fpt, "peak_tflops": peak,
-               **attention_section(cfg, steps_of["eager"], batches[0], 1e3 * C.median(times["eager"]), args.quick)}
-    if not args.no_sweep:
-        results["sweep"] = sweep_section(args.sweep_steps, args.pack)
+    spec = args.peak_tflops or next((p for k, p in PEAK_BF16_TFLOPS if k in info.get("gpu", "")), None)
+    measured = P.matmul_peak_tflops(device, n=8192 if device == "cuda" else 512, reps=20 if device == "cuda" else 2)
+    print(f"\nbf16 matmul peak measured here: {measured:.0f} TFLOP/s (spec: {spec or '-'}); "
+          f"{fpt / 1e9:.3f} GFLOP per real target token at mean padded length {seq:.0f}")
+    results = {"peak_tflops_measured": measured, "peak_tflops_spec": spec, "flops_per_token": fpt, "steps": {}}
+    for label, flags in contenders(args):
+        r = run_contender(cfg, flags, bucketed if flags["bucket"] else plain, device, steps)
+        r["mfu_measured"] = r["tokens_per_s"] * fpt / (measured * 1e12)
+        r["mfu_spec"] = r["tokens_per_s"] * fpt / (spec * 1e12) if spec else float("nan")
+        results["steps"][label] = {**r, "flags": flags}
+        print(f"  {label}: {r['tokens_per_s']:,.0f} tokens/s (warm-up {r['warmup_s']:.0f} s)", flush=True)
+    print_steps(results["steps"], tokens, steps)
+    if device == "cuda":
+        eager = next(iter(results["steps"].values()))["step_ms"]
+        results.update(attention_section(cfg, plain[0], eager, args.quick))
+        if args.sweep:
+            results["sweep"] = sweep_section(args.sweep_steps, args.pack)
     C.emit("gpu", info, settings, results)
 
 
-def attention_section(cfg, step, batch, step_ms: float, quick: bool) -> dict:
+def print_steps(steps: dict, tokens: int, n: int) -> None:
+    """The contenders' table and their step split (ms per step)."""
+    base = next(iter(steps.values()))["tokens_per_s"]
+    rows = [[label, r["tokens_per_s"], r["tokens_per_s"] / base, r["step_ms"], r["mfu_measured"], r["mfu_spec"],
+             100 * r["padding"], r["shapes"], r["peak_mem_gb"]] for label, r in steps.items()]
+    print(f"\n~{tokens} tokens/batch, {n} timed steps each after warm-up (compiled: one batch of each shape)")
+    print(C.table(["step", "tokens/s", "vs before", "ms/step", "MFU (measured peak)", "MFU (spec)", "% padding",
+                   "shapes", "peak GB"], rows))
+    print("\nwhere a step's time goes (ms per step; idle = wall - busy kernels):")
+    print(C.table(["part", *steps], [[c, *(r["split_ms"][c] for r in steps.values())] for c in [*P.CATEGORIES, "wall"]]))
+
+
+def attention_section(cfg, batch, step_ms: float, quick: bool) -> dict:
     """Which SDPA kernels one step runs, and what is_causal / unmasked attention would save."""
-    ops = sdpa_ops(step, batch)
+    torch.manual_seed(0)
+    model = ablate.build_model(cfg).cuda()
+    ops = sdpa_ops(P.make_step(model, device="cuda", projected=True, compiled=False), batch)
+    del model
     print(f"\nSDPA kernels in one step (forward ops): {ops}")
     rows, alt = [], {}
     reps = 5 if quick else 20

@@ -7,7 +7,10 @@ by sqrt(d_model), sinusoidal positions, dropout on the embedding sums and sub-la
 post-norm, ReLU, no final stack norm, key-padding masks on both sides, a causal decoder mask.
 ablate steps with the optimiser ``ablate train`` uses (fused Adam); the peers with torch.optim.Adam
 as a plain script creates it. ``nn.Transformer+fused`` is nn.Transformer given the fused Adam too,
-to separate the optimiser's share of the difference from the model's.
+to separate the optimiser's share of the difference from the model's. ablate's loss is the one ``ablate train``
+takes (only the scored real tokens projected, chunked: ``ablate.train.loss``); ``ablate full-logits`` is the same
+model and optimiser with the full (B, T, V) logits and ``F.cross_entropy``, as before issue 30 (their paired ratio
+is printed).
 
     python benchmarks/train_step.py [--quick] [--threads N] [--profile] [--stock-nn] [--configs small,base]
 
@@ -106,13 +109,25 @@ def build(name: str, cfg) -> nn.Module | None:
         return None
 
 
+def base(label: str) -> str:
+    """The model a contender label runs: ``ablate full-logits`` is ablate, ``nn.Transformer+fused`` nn.Transformer."""
+    return "ablate" if label.startswith("ablate") else label.removesuffix("+fused")
+
+
+def forward(label: str, model: nn.Module):
+    """The contender's forward: ablate as ``ablate train`` runs it (the decoder's output, then the projected loss);
+    ``ablate full-logits`` as before issue 30 (logits (B, T, V), then F.cross_entropy); the peers' logits."""
+    if label == "ablate":
+        return lambda b: model.hidden(b["src_ids"], b["tgt_ids"])  # (B, T, d_model)
+    return lambda b: model(b["src_ids"], b["tgt_ids"])  # (B, T, V)
+
+
 def run_group(config: str, precision: str, tokens: int, rounds: int, models: dict, cfg, device: str, args) -> dict:
     batches = C.to_device(C.synthetic_batches(rounds + 1, max_tokens=tokens, vocab_size=cfg.data.vocab_size), device)
-    labels = [(n, precision) for n in models] + [("nn.Transformer+fused", precision)]
+    labels = [(n, precision) for n in models] + [("nn.Transformer+fused", precision), ("ablate full-logits", precision)]
     labels += [("ablate", "fp32")] if precision == "bf16" else []
-    steps = {f"{n} {p}": C.train_step(models[n.removesuffix("+fused")],
-                                      lambda b, m=models[n.removesuffix("+fused")]: m(b["src_ids"], b["tgt_ids"]),
-                                      precision=p, device=device, fused_adam=n == "ablate" or n.endswith("+fused"))
+    steps = {f"{n} {p}": C.train_step(models[base(n)], forward(n, models[base(n)]), precision=p, device=device,
+                                      fused_adam=n.startswith("ablate") or n.endswith("+fused"), projected=n == "ablate")
              for n, p in labels}
     print(f"\n[{config} {precision}] {CONFIGS[config]}: d_model {cfg.model.d_model}, {cfg.model.n_layers}+"
           f"{cfg.model.n_layers} layers, vocab {cfg.data.vocab_size}, ~{tokens} tokens/batch, target shapes "
@@ -132,6 +147,9 @@ def run_group(config: str, precision: str, tokens: int, rounds: int, models: dic
         out.setdefault("vs_nn_paired", {})[label] = paired
         rows.append([label, C.median(xs), C.spread(xs), C.median(times[label]), ratio, paired])
     print(C.table(["contender", "tokens/s", "range", "s/step", "vs nn (medians)", "vs nn (paired)"], rows))
+    full = tps[f"ablate full-logits {precision}"]
+    out["projected_vs_full_logits"] = C.median([a / b for a, b in zip(tps[f"ablate {precision}"], full)])
+    print(f"ablate (projected loss) / ablate full-logits, paired: {out['projected_vs_full_logits']:.3f}x")
     if precision == "bf16":
         out["ablate_bf16_vs_fp32"] = C.median(tps["ablate bf16"]) / C.median(tps["ablate fp32"])
         print(f"ablate bf16 / fp32 on these batches: {out['ablate_bf16_vs_fp32']:.3f}x")

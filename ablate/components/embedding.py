@@ -40,9 +40,24 @@ class TiedGenerator(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.embedding.weight)  # (B, T, d_model) -> (B, T, V)
 
+    def linear_head(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x, E): the logits are x E^T, one product (:mod:`ablate.train.loss` then need not make them all)."""
+        return x, self.embedding.weight  # (..., d_model), (V, d_model)
+
     def flops_per_token(self, length: int) -> float:
         """The product with the V x d_model matrix (its embedding, a sub-module, does none)."""
         return 2.0 * self.embedding.weight.numel()
+
+
+class LinearGenerator(nn.Linear):
+    """An untied pre-softmax projection (no bias): logits = x W^T, its own V x d_model matrix."""
+
+    def __init__(self, d_model: int, vocab_size: int):
+        super().__init__(d_model, vocab_size, bias=False)
+
+    def linear_head(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x, W): the logits are x W^T, one product."""
+        return x, self.weight  # (..., d_model), (V, d_model)
 
 
 class Embeddings:
@@ -74,7 +89,7 @@ def two_way(*, vocab_size: int, d_model: int, scale: bool = True) -> Embeddings:
 def untied(*, vocab_size: int, d_model: int, scale: bool = True) -> Embeddings:
     """Separate source, target and pre-softmax (no bias) matrices: no tying (Sutskever et al. 2014)."""
     return Embeddings(TokenEmbedding(vocab_size, d_model, scale=scale), TokenEmbedding(vocab_size, d_model, scale=scale),
-                      nn.Linear(d_model, vocab_size, bias=False))
+                      LinearGenerator(d_model, vocab_size))
 
 
 class FactorizedEmbedding(nn.Module):
@@ -96,8 +111,11 @@ class FactorizedGenerator(nn.Module):
         self.embedding = embedding
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        down = x @ self.embedding.projection.weight  # (B, T, d_model) -> (B, T, d_embed)
-        return F.linear(down, self.embedding.table.weight)  # (B, T, V)
+        return F.linear(*self.linear_head(x))  # (B, T, V)
+
+    def linear_head(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x P^T, E): the logits are one product of the projected-down x with the table."""
+        return x @ self.embedding.projection.weight, self.embedding.table.weight  # (..., d_embed), (V, d_embed)
 
     def flops_per_token(self, length: int) -> float:
         """The product with the V x d_embed table; the one through the projection is its sub-module's (the

@@ -63,6 +63,7 @@ class DataConfig:
     eos_id: int = 2
     batch_size: int = 64  # sequences per batch, for tasks that batch by count
     max_tokens: int = 4096  # tokens per batch (source or target, padding included)
+    length_bucket: Optional[int] = None  # static shapes: pad training batches to multiples of this (off: paper's)
     max_len: int = 256  # length filter (tokens) for training pairs; block size for LMs
     limit_train: Optional[int] = None  # use only the first N training examples
     limit_val: Optional[int] = None

@@ -7,6 +7,14 @@ source's then the target's, and then at random each epoch), packs
 consecutive ones while ``n_examples * max_len_in_batch <= max_tokens``, shuffles the batch order
 each epoch from (seed, epoch), and deals the batches out to ranks. It can start mid-epoch
 (:class:`~ablate.data.sampler.ResumableBatchSampler`).
+
+With ``bucket`` (``data.length_bucket``), a named option that is off by default: each example's length is
+rounded up to a multiple of ``bucket`` (its bucket L), batches hold examples of one bucket only, at most
+``max_tokens // L`` of them, and :class:`~ablate.data.collate.Seq2SeqCollator` pads every batch to exactly
+(max_tokens // L, L) on both sides. So a run sees one shape per bucket (``max_len / bucket`` of them) and
+``torch.compile`` and CUDA graphs stop re-tracing; the price is padding up to the bucket and the filler rows of
+each bucket's last batch. Off, the paper's packing ("batched together by approximate sequence length") and its
+batches stay exactly as they were.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ class TokenBatchSampler(ResumableBatchSampler):
             that a batch always holds at least one example.
         shuffle: training mode: random tie-breaking and batch order from (seed, epoch). Otherwise
             the order is fixed: ascending length, ties by index.
+        bucket: pack by bucket (see the module's docstring); None packs greedily by the longest example.
         seed, rank, world_size, drop_last: as for :class:`ResumableBatchSampler`.
 
     Raises:
@@ -44,11 +53,15 @@ class TokenBatchSampler(ResumableBatchSampler):
         max_tokens: int,
         shuffle: bool = True,
         then_by: Sequence[Sequence[int] | np.ndarray] = (),
+        bucket: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         if max_tokens < 1:
             raise ValueError(f"max_tokens={max_tokens} must be positive")
+        if bucket is not None and bucket < 1:
+            raise ValueError(f"bucket={bucket} must be positive")
+        self.bucket = bucket
         self.lengths = np.asarray(lengths, dtype=np.int64)  # (N,)
         self.then_by = [np.asarray(key, dtype=np.int64) for key in then_by]  # each (N,)
         if any(key.shape != self.lengths.shape for key in self.then_by):
@@ -63,7 +76,11 @@ class TokenBatchSampler(ResumableBatchSampler):
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         rng = self.rng(epoch) if self.shuffle else None
-        out = pack(self._order(rng), self.lengths, self.max_tokens)
+        order = self._order(rng)
+        if self.bucket is None:
+            out = pack(order, self.lengths, self.max_tokens)
+        else:
+            out = pack_buckets(order, self.lengths, self.max_tokens, self.bucket)
         if rng is not None:
             out = [out[i] for i in rng.permutation(len(out))]
         return out
@@ -88,6 +105,36 @@ def pack(order: Iterable[int], lengths: np.ndarray, max_tokens: int) -> list[lis
             current, longest = [], 0
         current.append(int(i))
         longest = max(longest, length)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def bucket_length(length: int, bucket: int) -> int:
+    """L: ``length`` rounded up to a multiple of ``bucket`` (never below one bucket)."""
+    return max(1, -(-int(length) // bucket)) * bucket
+
+
+def bucket_rows(length: int, bucket: int, max_tokens: int) -> int:
+    """The rows of every batch of the bucket holding ``length``: max_tokens // L, at least one."""
+    return max(1, max_tokens // bucket_length(length, bucket))
+
+
+def pack_buckets(order: Iterable[int], lengths: np.ndarray, max_tokens: int, bucket: int) -> list[list[int]]:
+    """Cut ``order`` (ascending length) into batches of one bucket each, ``bucket_rows`` examples at most.
+
+    Each bucket's examples keep their order; only a bucket's last batch holds fewer (the collator fills it up).
+    """
+    batches: list[list[int]] = []
+    current: list[int] = []
+    current_bucket = None
+    for i in order:
+        b = bucket_length(lengths[i], bucket)
+        if current and (b != current_bucket or len(current) >= bucket_rows(b, bucket, max_tokens)):
+            batches.append(current)
+            current = []
+        current.append(int(i))
+        current_bucket = b
     if current:
         batches.append(current)
     return batches

@@ -11,26 +11,51 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch.nn.utils.rnn import pad_sequence
+
+from ablate.data.batching import bucket_length, bucket_rows
 
 
 @dataclass(frozen=True)
 class Seq2SeqCollator:
-    """Pads (source ids, target ids) pairs into an encoder-decoder batch."""
+    """Pads (source ids, target ids) pairs into an encoder-decoder batch.
+
+    With ``bucket`` (and ``max_tokens``): the static shapes of :mod:`ablate.data.batching`'s buckets. Both sides
+    are padded to L, the longest side rounded up to a multiple of ``bucket``, and the batch to max_tokens // L
+    rows; the added rows repeat row 0's source and target with every label padding, so the loss never sees them
+    (nor a row with no real key, which would make attention's softmax empty).
+    """
 
     pad_id: int
     bos_id: int
     eos_id: int
+    bucket: int | None = None
+    max_tokens: int | None = None
 
     def __call__(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> dict[str, torch.Tensor]:
         src = [torch.as_tensor(s, dtype=torch.long) for s, _ in pairs]
         tgt = [torch.as_tensor(t, dtype=torch.long) for _, t in pairs]
         bos, eos = torch.tensor([self.bos_id]), torch.tensor([self.eos_id])
-        return {
+        batch = {
             "src_ids": pad_sequence(src, batch_first=True, padding_value=self.pad_id),  # (B, S)
             "tgt_ids": pad_sequence([torch.cat((bos, t)) for t in tgt], True, self.pad_id),  # (B, T)
             "labels": pad_sequence([torch.cat((t, eos)) for t in tgt], True, self.pad_id),  # (B, T)
         }
+        return batch if self.bucket is None else self._to_bucket(batch)
+
+    def _to_bucket(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """(B, S), (B, T) -> (max_tokens // L, L) each, L = max(S, T) rounded up to a multiple of ``bucket``."""
+        longest = max(batch["src_ids"].size(1), batch["tgt_ids"].size(1))
+        L, rows = bucket_length(longest, self.bucket), bucket_rows(longest, self.bucket, self.max_tokens)
+        out = {}
+        for key, x in batch.items():
+            filler = x[:1].expand(max(rows - x.size(0), 0), -1)  # (rows - B, ·): row 0 again
+            if key == "labels":
+                filler = torch.full_like(filler, self.pad_id)  # never scored
+            x = torch.cat((x, filler))  # (rows, ·)
+            out[key] = F.pad(x, (0, L - x.size(1)), value=self.pad_id)  # (rows, L)
+        return out
 
 
 def target_tokens(batch: dict[str, torch.Tensor], pad_id: int) -> int:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ablate.data.translation import ParallelText
 
 SYNTHETIC = ("data.max_len", "data.batch_size")
-PARALLEL_TEXT = ("data.path", "data.src_lang", "data.tgt_lang", "data.max_tokens", "data.max_len", "data.limit_train",
+PARALLEL_TEXT = ("data.path", "data.src_lang", "data.tgt_lang", "data.max_tokens", "data.length_bucket", "data.max_len", "data.limit_train",
                  "data.limit_val", "data.cache_dir", "data.num_workers", "train.val_bleu")
 TEXT_LM = ("data.path", "data.max_len", "data.batch_size", "data.limit_train", "data.limit_val", "data.cache_dir",
            "data.num_workers")

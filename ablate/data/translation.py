@@ -153,6 +153,10 @@ class ParallelText(Task, pl.LightningDataModule):
         self.splits = {k: v for k, v in splits.items() if v is not None}
         self.settings = TokenizerSettings.from_data(data, model_type=model_type)
         self.collate = Seq2SeqCollator(data.pad_id, data.bos_id, data.eos_id)
+        self.bucket = data.length_bucket  # static training shapes (ablate.data.batching), None: off
+        if self.bucket is not None and not (isinstance(self.bucket, int) and self.bucket >= 1):
+            raise ConfigError("data.length_bucket", self.bucket, "a positive whole number of tokens, or null (off)")
+        self.train_collate = Seq2SeqCollator(data.pad_id, data.bos_id, data.eos_id, self.bucket, data.max_tokens)
         self.local = is_local_path(str(data.path))
         if self.local and not Path(str(data.path)).expanduser().is_dir():
             raise ConfigError(
@@ -248,14 +252,16 @@ class ParallelText(Task, pl.LightningDataModule):
         rank, world_size = self.rank()
         train = split == "train"  # shuffled, and disjoint across ranks; evaluation keeps every example
         return TokenBatchSampler(np.maximum(src, tgt), then_by=(src, tgt), max_tokens=self.cfg.max_tokens,
-                                 shuffle=train, seed=self.seed, rank=rank, world_size=world_size, drop_last=train)
+                                 shuffle=train, seed=self.seed, rank=rank, world_size=world_size, drop_last=train,
+                                 bucket=self.bucket if train else None)
 
     def example_order(self, split: str) -> list[int]:
         """Indices into ``sources(split)``/``references(split)`` in the order this rank's batches hold them."""
         return [i for batch in self.sampler(split) for i in batch]
 
     def _loader(self, split: str) -> DataLoader:
-        return self.batch_loader(_Pairs(self.encoded(split)), self.sampler(split), self.collate, train=split == "train",
+        collate = self.train_collate if split == "train" else self.collate
+        return self.batch_loader(_Pairs(self.encoded(split)), self.sampler(split), collate, train=split == "train",
                                  num_workers=self.cfg.num_workers)
 
     def train_dataloader(self) -> DataLoader:

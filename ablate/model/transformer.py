@@ -103,13 +103,20 @@ class EncoderDecoder(nn.Module):
 
     def decode(self, tgt_ids: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
         """tgt_ids (B, T) shifted right, memory (B, S, d_model) -> logits (B, T, V)."""
+        return self.generator(self.decode_hidden(tgt_ids, memory, src_mask))
+
+    def decode_hidden(self, tgt_ids: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        """tgt_ids (B, T) shifted right, memory (B, S, d_model) -> the decoder's output (B, T, d_model)."""
         T = tgt_ids.size(1)
         self_mask = self.layer_masks(key_padding(tgt_ids, self.pad_id), T, T)  # (B, 1, T, T), or one per layer
-        x = self.decoder(self.tgt_input(tgt_ids), memory, self_mask, src_mask)  # (B, T, d_model)
-        return self.generator(x)
+        return self.decoder(self.tgt_input(tgt_ids), memory, self_mask, src_mask)  # (B, T, d_model)
 
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> torch.Tensor:
         return self.decode(tgt_ids, *self.encode(src_ids))
+
+    def hidden(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward` before the generator: (B, S), (B, T) -> (B, T, d_model)."""
+        return self.decode_hidden(tgt_ids, *self.encode(src_ids))
 
     def start_decoding(self, src_ids: torch.Tensor, repeat: int = 1) -> DecoderState:
         """Encode src_ids (B, S) once; cache each decoder layer's cross-attention keys and values.
@@ -149,6 +156,10 @@ class DecoderOnly(nn.Module):
         self.layer_masks = LayerMasks(mask, len(decoder.layers))
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.generator(self.hidden(ids))  # (B, T, V)
+
+    def hidden(self, ids: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward` before the generator: ids (B, T) -> (B, T, d_model)."""
         T = ids.size(1)
         self_mask = self.layer_masks(key_padding(ids, self.pad_id), T, T)  # (B, 1, T, T), or one per layer
-        return self.generator(self.decoder(self.tgt_input(ids), self_mask))  # (B, T, V)
+        return self.decoder(self.tgt_input(ids), self_mask)  # (B, T, d_model)

@@ -14,6 +14,7 @@ from torchmetrics.aggregation import MeanMetric
 from ablate import registry
 from ablate.components.auxiliary import by_name, collect_aux_losses, weighted_total
 from ablate.model import build_model, count_parameters
+from ablate.train.loss import projected_loss, supports_projected_loss
 from ablate.train.optimizer import adam
 
 
@@ -42,9 +43,13 @@ class TransformerSystem(pl.LightningModule):
         self.val_nll = MeanMetric()
         self.val_acc = MeanMetric()
         self._scored: dict[tuple[int, str], torch.Tensor] = {}
+        # Training projects only the scored real tokens, chunked, when the head is one matrix product
+        # (ablate.train.loss); validation keeps the full logits (its per-token loss and accuracy as they were).
+        self.projected = hasattr(self.model, "hidden") and supports_projected_loss(self.model.generator)
         # trainer.compile: the training forward through torch.compile; validation and decoding stay eager (their
         # shapes change step by step). A plain attribute, not a submodule: the state dict keeps its keys.
-        compiled = torch.compile(self.model) if self.cfg.trainer.get("compile", False) else None
+        target = self.model.hidden if self.projected else self.model
+        compiled = torch.compile(target) if self.cfg.trainer.get("compile", False) else None
         self.__dict__["_compiled"] = compiled
 
     def scored_labels(self, labels: torch.Tensor) -> torch.Tensor:
@@ -56,8 +61,16 @@ class TransformerSystem(pl.LightningModule):
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Logits (B, T, V) for a batch dict (its keys other than ``labels`` are the model's arguments)."""
-        model = self._compiled if self._compiled is not None and self.training else self.model
-        return model(**{k: v for k, v in batch.items() if k != "labels"})
+        inputs = {k: v for k, v in batch.items() if k != "labels"}
+        if self._compiled is not None and self.training:
+            out = self._compiled(**inputs)
+            return self.model.generator(out) if self.projected else out
+        return self.model(**inputs)
+
+    def hidden(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The decoder's output (B, T, d_model) for a batch dict: :meth:`forward` before the generator."""
+        inputs = {k: v for k, v in batch.items() if k != "labels"}
+        return (self._compiled if self._compiled is not None and self.training else self.model.hidden)(**inputs)
 
     def _token_losses(self, batch: dict[str, torch.Tensor], smoothing: float) -> tuple[torch.Tensor, ...]:
         """The mean loss over scored real tokens, the logits (B, T, V), the scored labels (B, T) and the auxiliary
@@ -70,8 +83,23 @@ class TransformerSystem(pl.LightningModule):
         )
         return loss, logits, labels, aux
 
+    def _projected_loss(self, batch: dict[str, torch.Tensor], smoothing: float) -> tuple[torch.Tensor, list]:
+        """:meth:`_token_losses`' loss and auxiliary losses without the full logits (:mod:`ablate.train.loss`)."""
+        with collect_aux_losses() as aux:
+            hidden = self.hidden(batch)  # (B, T, d_model)
+        labels = self.scored_labels(batch["labels"])  # (B, T)
+        return projected_loss(hidden, self.model.generator, labels, self.pad_id, smoothing), aux
+
+    def training_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
+        """The training objective's cross-entropy (label-smoothed) and the auxiliary losses, by the head's path."""
+        smoothing = self.cfg.train.label_smoothing
+        if self.projected:
+            return self._projected_loss(batch, smoothing)
+        loss, _, _, aux = self._token_losses(batch, smoothing)
+        return loss, aux
+
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss, _, _, aux = self._token_losses(batch, self.cfg.train.label_smoothing)
+        loss, aux = self.training_loss(batch)
         self.log("train/loss", loss, prog_bar=True)
         for name, value in by_name(aux).items():
             self.log(f"train/aux/{name}", value.detach())

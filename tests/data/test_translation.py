@@ -150,3 +150,22 @@ def test_misaligned_files_are_a_config_error(tmp_path):
     dm = registry.create("task", "parallel_text", {"data": data_config(tmp_path, tmp_path / "cache"), "seed": 0})
     with pytest.raises(ConfigError, match="aligned"):
         _ = dm.tokenizer
+
+
+def test_length_buckets_give_one_training_shape_per_bucket_and_leave_validation_as_it_was(dm, shared_data, tmp_path):
+    data = data_config(shared_data / "multi30k", tmp_path, length_bucket=16)
+    module = registry.create("task", "parallel_text", {"data": data, "seed": 0})
+    module.setup("fit")
+    shapes = {tuple(b["src_ids"].shape) for b in module.train_dataloader()}
+    assert shapes == {tuple(b["tgt_ids"].shape) for b in module.train_dataloader()}
+    assert shapes <= {(MAX_TOKENS // L, L) for L in range(16, MAX_LEN + 17, 16)}
+    for a, b in zip(module.val_dataloader(), dm.val_dataloader()):
+        assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("value", [0, -16, 2.5, "16"])
+def test_a_bad_length_bucket_is_refused_naming_the_key(value, shared_data, tmp_path):
+    fields = OmegaConf.to_container(data_config(shared_data / "multi30k", tmp_path))
+    data = OmegaConf.create({**fields, "length_bucket": value})  # untyped: the task checks the value itself
+    with pytest.raises(ConfigError, match="data.length_bucket"):
+        registry.create("task", "parallel_text", {"data": data, "seed": 0})
