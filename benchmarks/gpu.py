@@ -217,7 +217,8 @@ def print_steps(steps: dict, tokens: int, n: int) -> None:
     print(C.table(["step", "tokens/s", "vs before", "ms/step", "MFU (measured peak)", "MFU (spec)", "% padding",
                    "shapes", "peak GB"], rows))
     print("\nwhere a step's time goes (ms per step; idle = wall - busy kernels):")
-    print(C.table(["part", *steps], [[c, *(r["split_ms"][c] for r in steps.values())] for c in [*P.CATEGORIES, "wall"]]))
+    print(C.table(["part", *steps],
+                  [[c, *(r["split_ms"][c] for r in steps.values())] for c in [*P.CATEGORIES, "wall"]]))
 
 
 def attention_section(cfg, batch, step_ms: float, quick: bool) -> dict:

@@ -127,7 +127,8 @@ def run_group(config: str, precision: str, tokens: int, rounds: int, models: dic
     labels = [(n, precision) for n in models] + [("nn.Transformer+fused", precision), ("ablate full-logits", precision)]
     labels += [("ablate", "fp32")] if precision == "bf16" else []
     steps = {f"{n} {p}": C.train_step(models[base(n)], forward(n, models[base(n)]), precision=p, device=device,
-                                      fused_adam=n.startswith("ablate") or n.endswith("+fused"), projected=n == "ablate")
+                                      fused_adam=n.startswith("ablate") or n.endswith("+fused"),
+                                      projected=n == "ablate")
              for n, p in labels}
     print(f"\n[{config} {precision}] {CONFIGS[config]}: d_model {cfg.model.d_model}, {cfg.model.n_layers}+"
           f"{cfg.model.n_layers} layers, vocab {cfg.data.vocab_size}, ~{tokens} tokens/batch, target shapes "

@@ -68,19 +68,22 @@ class Embeddings:
 
 
 KIND = declare_kind("embedding", key="model.embedding", interface=Embeddings, default="tied",
-                    description="source and target token embeddings and the pre-softmax projection, and which share weights")
+                    description="source and target token embeddings and the pre-softmax projection, and which share "
+                                "weights")
 
 
 @register("embedding", "tied")
 def tied(*, vocab_size: int, d_model: int, scale: bool = True) -> Embeddings:
-    """One V x d_model matrix for the source, the target and the pre-softmax projection (Vaswani et al. 2017, section 3.4; the paper's)."""
+    """One V x d_model matrix for the source, the target and the pre-softmax projection (Vaswani et al. 2017,
+    section 3.4; the paper's)."""
     table = TokenEmbedding(vocab_size, d_model, scale=scale)
     return Embeddings(table, table, TiedGenerator(table))
 
 
 @register("embedding", "two_way")
 def two_way(*, vocab_size: int, d_model: int, scale: bool = True) -> Embeddings:
-    """The target embedding and the pre-softmax projection share a matrix; the source has its own (Press & Wolf 2017)."""
+    """The target embedding and the pre-softmax projection share a matrix; the source has its own (Press & Wolf
+    2017)."""
     target = TokenEmbedding(vocab_size, d_model, scale=scale)
     return Embeddings(TokenEmbedding(vocab_size, d_model, scale=scale), target, TiedGenerator(target))
 
@@ -88,8 +91,8 @@ def two_way(*, vocab_size: int, d_model: int, scale: bool = True) -> Embeddings:
 @register("embedding", "untied")
 def untied(*, vocab_size: int, d_model: int, scale: bool = True) -> Embeddings:
     """Separate source, target and pre-softmax (no bias) matrices: no tying (Sutskever et al. 2014)."""
-    return Embeddings(TokenEmbedding(vocab_size, d_model, scale=scale), TokenEmbedding(vocab_size, d_model, scale=scale),
-                      LinearGenerator(d_model, vocab_size))
+    source, target = (TokenEmbedding(vocab_size, d_model, scale=scale) for _ in range(2))
+    return Embeddings(source, target, LinearGenerator(d_model, vocab_size))
 
 
 class FactorizedEmbedding(nn.Module):
@@ -128,7 +131,8 @@ def factorized(*, vocab_size: int, d_model: int, d_embed: int = 128, scale: bool
     """A V x d_embed table and a d_embed x d_model projection, shared three ways (Lan et al. 2020, ALBERT)."""
     if not 0 < d_embed:
         raise ConfigError("model.embedding_args.d_embed", d_embed, "a positive integer")
-    table = FactorizedEmbedding(TokenEmbedding(vocab_size, d_embed, scale=scale), nn.Linear(d_embed, d_model, bias=False))
+    table = FactorizedEmbedding(TokenEmbedding(vocab_size, d_embed, scale=scale),
+                                nn.Linear(d_embed, d_model, bias=False))
     return Embeddings(table, table, FactorizedGenerator(table))
 
 

@@ -14,13 +14,11 @@ from ablate.data.task import Task
 from ablate.registry import register
 
 if TYPE_CHECKING:
-    from ablate.data.lm import TextLM
-    from ablate.data.synthetic import RandomTokensLM, SyntheticSeq2Seq
-    from ablate.data.translation import ParallelText
+    from ablate.data.synthetic import SyntheticSeq2Seq
 
 SYNTHETIC = ("data.max_len", "data.batch_size")
-PARALLEL_TEXT = ("data.path", "data.src_lang", "data.tgt_lang", "data.max_tokens", "data.length_bucket", "data.max_len", "data.limit_train",
-                 "data.limit_val", "data.cache_dir", "data.num_workers", "train.val_bleu")
+PARALLEL_TEXT = ("data.path", "data.src_lang", "data.tgt_lang", "data.max_tokens", "data.length_bucket", "data.max_len",
+                 "data.limit_train", "data.limit_val", "data.cache_dir", "data.num_workers", "train.val_bleu")
 TEXT_LM = ("data.path", "data.max_len", "data.batch_size", "data.limit_train", "data.limit_val", "data.cache_dir",
            "data.num_workers")
 

@@ -124,7 +124,8 @@ class TransformerSystem(pl.LightningModule):
     def configure_optimizers(self):
         t = self.cfg.train
         trainer = self._trainer  # None outside a Trainer (benchmarks, notebooks)
-        optimizer = adam(self.parameters(), t, mixed_precision=trainer is not None and "mixed" in str(trainer.precision))
+        mixed = trainer is not None and "mixed" in str(trainer.precision)
+        optimizer = adam(self.parameters(), t, mixed_precision=mixed)
         scheduler = LambdaLR(optimizer, build_schedule(self.cfg))  # base lr 1.0: the schedule gives the absolute lr
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
