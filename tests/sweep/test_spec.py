@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import textwrap
 from pathlib import Path
 
@@ -135,6 +137,11 @@ def test_every_experiment_file_passes_dry_run(path, monkeypatch):
     assert text.count("\n") == len(runs) + 1 + 1 + 1 + family + len(variants)  # title, header, runs; blank, heading,
     # variants
     assert not [r.variant for r in runs if r.same_as]  # no shipped experiment trains one model twice
+    header = " ".join(line.lstrip("# ") for line in path.read_text().splitlines() if line.startswith("#"))
+    for start in re.findall(r"(\d+) runs to start", header):  # what the file says of itself is what it plans
+        assert int(start) == len(runs), f"{path.name} says {start} runs to start; it plans {len(runs)}"
+    for most in re.findall(r"runs to start, [^)]*?at most (\d+)", header):
+        assert int(most) == sweep.decide.most_runs(len(variants)), f"{path.name}: at most {most}"
 
 
 # Issue 27, cause 2: a sweep's meaning is read as a whole. Every key a row can set is refused when the parameters
