@@ -173,6 +173,8 @@ MISTAKES = [
     (["sweep", "nope.yaml"], "an existing sweep YAML file"),
     (["sweep", SWEEP, "--workers", "0"], "--workers=0 is not allowed; expected a positive integer"),
     (["sweep", SWEEP, "--workers", "x"], "argument --workers: invalid int value: 'x'"),
+    (["sweep", SWEEP, "--workers", str(10**18)], "expected a positive integer up to 1024"),
+    (["sweep", SWEEP, "--runs-per-gpu", str(10**18)], "expected a positive integer up to 1024, or auto"),
     (["sweep", SWEEP, "model.n_heads"],
      "model.n_heads='model.n_heads' is not allowed; expected an override of the form"),
     (["sweep", SWEEP, "--dry-run", "lr=0.1"], "did you mean 'train.lr'"),

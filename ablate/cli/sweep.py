@@ -46,11 +46,15 @@ def sweep_dir_of(target: str) -> Path:
     return folder
 
 
+MAX_WORKERS = 1024  # processes one machine runs side by side, at most (each holds its own Python and torch)
+
+
 def _check(args: argparse.Namespace) -> None:
-    if args.workers is not None and args.workers < 1:
-        raise ConfigError("--workers", args.workers, "a positive integer", "command line")
-    if args.runs_per_gpu != "auto" and not (args.runs_per_gpu.isdigit() and int(args.runs_per_gpu) >= 1):
-        raise ConfigError("--runs-per-gpu", args.runs_per_gpu, "a positive integer or auto", "command line")
+    if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
+        raise ConfigError("--workers", args.workers, f"a positive integer up to {MAX_WORKERS}", "command line")
+    if args.runs_per_gpu != "auto" and not (args.runs_per_gpu.isdigit() and 1 <= int(args.runs_per_gpu) <= MAX_WORKERS):
+        raise ConfigError("--runs-per-gpu", args.runs_per_gpu, f"a positive integer up to {MAX_WORKERS}, or auto",
+                          "command line")
     for option in ("gpus_per_run", "cpus_per_run"):
         value = getattr(args, option)
         if value is not None and (args.backend != "ray" or value <= 0):
