@@ -241,13 +241,14 @@ def real_tokens(batch: dict[str, Any], pad_id: int = 0) -> int:
 
 def train_step(model: Any, forward: Callable[[dict], Any], *, precision: str, device: str = "cpu",
                label_smoothing: float = 0.1, pad_id: int = 0, fused_adam: bool = False,
-               projected: bool = False) -> Callable[[dict], Any]:
+               projected: bool = False, sync: bool = True) -> Callable[[dict], Any]:
     """One optimiser step on a batch, as ``ablate train`` takes it: forward, label-smoothed
     cross-entropy ignoring padding, backward, Adam(0.9, 0.98, 1e-9) step. ``precision``: fp32 or bf16
     (autocast to bfloat16 around forward and loss, like Lightning's ``bf16-mixed``). ``fused_adam``:
     PyTorch's fused Adam (what ``ablate train`` uses) instead of its default implementation. ``projected``:
     ``forward`` returns the decoder's output (B, T, d_model) and the loss is ``ablate.train.loss.projected_loss``
-    through ``model.generator`` (what ``ablate train`` does for a linear head) instead of full logits."""
+    through ``model.generator`` (what ``ablate train`` does for a linear head) instead of full logits. ``sync``:
+    wait for the device at the end of each step (False: the steps queue up as in training; the caller syncs)."""
     import torch
     import torch.nn.functional as F
     from torch.profiler import record_function
@@ -272,7 +273,7 @@ def train_step(model: Any, forward: Callable[[dict], Any], *, precision: str, de
         with record_function("phase: optimizer"):
             opt.step()
             opt.zero_grad(set_to_none=True)
-        if device == "cuda":
+        if sync and device == "cuda":
             torch.cuda.synchronize()
         return loss.detach()
 

@@ -15,10 +15,9 @@ import time
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile, record_function
+from torch.profiler import ProfilerActivity, profile
 
-from ablate.train.loss import projected_loss
+import _common as C
 
 PAD, SMOOTHING = 0, 0.1
 # (category, kernel / op name fragments, lower case); first match wins; everything else is "elementwise"
@@ -33,30 +32,16 @@ CATEGORIES = [name for name, _ in KERNEL_CATEGORIES] + ["elementwise", "idle"]
 
 
 def make_step(model: torch.nn.Module, *, device: str, projected: bool, compiled: bool) -> Callable[[dict], Any]:
-    """One bf16-autocast training step of an encoder-decoder ``model`` on a batch dict; returns the loss tensor."""
-    model.train()
+    """One bf16-autocast training step of an encoder-decoder ``model`` on a batch dict (:func:`_common.train_step`,
+    with no sync inside it); returns the loss tensor."""
     hidden = torch.compile(model.hidden, dynamic=False) if compiled else model.hidden
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=device == "cuda" or None)
 
-    def step(batch: dict) -> torch.Tensor:
-        with torch.autocast(device, dtype=torch.bfloat16):
-            with record_function("phase: forward"):
-                h = hidden(batch["src_ids"], batch["tgt_ids"])  # (B, T, d_model)
-            with record_function("phase: loss"):
-                if projected:
-                    loss = projected_loss(h, model.generator, batch["labels"], PAD, SMOOTHING)
-                else:
-                    logits = model.generator(h)  # (B, T, V)
-                    loss = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=PAD,
-                                           label_smoothing=SMOOTHING)
-        with record_function("phase: backward"):
-            loss.backward()
-        with record_function("phase: optimizer"):
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        return loss.detach()
+    def forward(batch: dict) -> torch.Tensor:
+        h = hidden(batch["src_ids"], batch["tgt_ids"])  # (B, T, d_model)
+        return h if projected else model.generator(h)  # (B, T, V) for the full-logit loss
 
-    return step
+    return C.train_step(model, forward, precision="bf16", device=device, label_smoothing=SMOOTHING, pad_id=PAD,
+                        fused_adam=device == "cuda", projected=projected, sync=False)
 
 
 def _sync(device: str) -> None:
