@@ -33,25 +33,36 @@ PROGRESS_FILE = "progress.json"
 STOP_FILE = "STOP"
 
 
+NOT_IDENTITY = ("output_dir", "wandb", "trainer.threads")  # where a run is written, how it is logged, its CPU threads
+
+
+def _identity(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config without :data:`NOT_IDENTITY`'s keys: what makes two runs one run."""
+    data = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    for key in NOT_IDENTITY:
+        *parents, leaf = key.split(".")
+        node = data
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return data
+
+
 def config_hash(cfg: DictConfig) -> str:
     """A stable hash of the resolved config: the run's identity. Where it is written (output_dir), how it is
     logged (wandb: group, name, tags) and how many CPU threads train it (trainer.threads, as OMP_NUM_THREADS) are
     not part of it."""
-    data = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    data.pop("output_dir", None)
-    data.pop("wandb", None)
-    data.get("trainer", {}).pop("threads", None)
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps(_identity(cfg), sort_keys=True).encode()).hexdigest()[:12]
 
 
 def config_changes(old: DictConfig, new: DictConfig) -> list[str]:
     """The keys whose values differ between two resolved configs, ``key: old -> new``, identity keys left out (what
     :func:`config_hash` leaves out)."""
-    flat = [flatten(OmegaConf.to_container(c, resolve=True, enum_to_str=True)) for c in (old, new)]
+    flat = [flatten(_identity(c)) for c in (old, new)]
     keys = sorted(set(flat[0]) | set(flat[1]))
     return [f"{k}: {flat[0].get(k, '(unset)')} -> {flat[1].get(k, '(unset)')}" for k in keys
-            if flat[0].get(k) != flat[1].get(k) and k.split(".")[0] not in ("output_dir", "wandb")
-            and k != "trainer.threads"]
+            if flat[0].get(k) != flat[1].get(k)]
 
 
 def write_atomic(path: Path, text: str) -> None:
