@@ -13,16 +13,16 @@ import traceback
 from typing import Sequence
 
 from ablate.cli.parser import UsageError, parse
-from ablate.cli.run import cmd_components, cmd_describe, cmd_train
+from ablate.cli.run import cmd_components, cmd_describe, cmd_train, cmd_train_array
 from ablate.cli.sweep import cmd_agent, cmd_report, cmd_sweep, cmd_sync
 from ablate.errors import ConfigError
 from ablate.runs.lock import EXIT_LOCKED, RunLocked
 from ablate.evaluate.cli import cmd_attention, cmd_evaluate, cmd_generate
 
-COMMANDS = {"train": cmd_train, "describe": cmd_describe, "sweep": cmd_sweep, "report": cmd_report,
+COMMANDS = {"train": cmd_train, "train-array": cmd_train_array, "describe": cmd_describe, "sweep": cmd_sweep, "report": cmd_report,
             "sync": cmd_sync, "agent": cmd_agent, "evaluate": cmd_evaluate, "generate": cmd_generate,
             "attention": cmd_attention, "components": cmd_components}
-HEAVY = {"train", "sweep", "evaluate", "agent"}  # commands that train or decode: worth a fast allocator
+HEAVY = {"train", "train-array", "sweep", "evaluate", "agent"}  # commands that train or decode: worth a fast allocator
 
 
 def _run(args) -> int:

@@ -39,6 +39,13 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", parser_class=Parser)
     _with_config(sub, "train", "train one run; prints its run directory last")
+    array = sub.add_parser("train-array", help="train runs of one variant that differ in seed alone as one fused "
+                           "model (a seed array); each keeps its own run directory")
+    array.add_argument("configs", nargs="+", metavar="CONFIG", help="each member's config (its output_dir and seed)")
+    array.add_argument("--array-dir", default=None, metavar="DIR",
+                       help="the array's own checkpoint folder (default: arrays/<hash> beside the runs' folder)")
+    array.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                       help="import MODULE first (it registers components); repeatable")
     describe = _with_config(sub, "describe", "print the resolved config and parameter counts")
     describe.add_argument("--json", action="store_true", help="machine-readable output")
     sweep = sub.add_parser("sweep", help="run a sweep file (W&B sweep format) locally, through W&B agents or on Ray")

@@ -88,6 +88,21 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_array(args: argparse.Namespace) -> int:
+    from ablate.config import load_config
+    from ablate.train.array import train_array
+    from ablate.train.run import RunFailed
+
+    cfgs = [load_config(path, [], imports=args.imports) for path in args.configs]
+    try:
+        run_dirs = train_array(cfgs, args.array_dir)
+    except RunFailed as failed:
+        print(f"ablate: {failed}", file=sys.stderr)
+        return 1
+    print("\n".join(str(d) for d in run_dirs))
+    return 0
+
+
 def cmd_describe(args: argparse.Namespace) -> int:
     from omegaconf import OmegaConf
 

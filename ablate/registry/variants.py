@@ -22,6 +22,7 @@ class Entry:
     description: str
     module: str
     extra_reads: tuple[str, ...] = ()  # config keys read beyond those its context names (tasks: data.*)
+    not_fusable: str | None = None  # why its runs cannot train as a seed array (ablate.train.fused); None: they can
 
     def _split(self) -> tuple[list[Param], set[str]]:
         key = (id(self), len(_KINDS))  # a kind declared later turns a parameter of its name into context
@@ -77,7 +78,7 @@ def summary(factory: Any) -> str:
 
 
 def register(kind: str, name: str, description: str | None = None, *,
-             reads: Iterable[str] = ()) -> Callable[[Any], Any]:
+             reads: Iterable[str] = (), not_fusable: str | None = None) -> Callable[[Any], Any]:
     """Register a component factory under ``kind`` and ``name``.
 
     Args:
@@ -86,6 +87,9 @@ def register(kind: str, name: str, description: str | None = None, *,
         description: one line for ``ablate components``, with the paper it comes from; defaults to
             the first paragraph of the factory's docstring, its lines joined (see :func:`summary`).
         reads: config keys it reads besides those its context names (a task's ``data.*`` keys).
+        not_fusable: why a model with it cannot train its seeds as one fused model (a seed array,
+            :mod:`ablate.train.fused`), in one line, e.g. "routes tokens by data-dependent indices"; None (the
+            default): it fuses, which ``tests/train/test_fusable.py`` checks for every registered variant.
 
     Raises:
         RegistrationError: the kind is unknown, the name is taken, or the factory does not make
@@ -103,7 +107,8 @@ def register(kind: str, name: str, description: str | None = None, *,
         _check_interface(_KINDS[kind], name, factory)
         doc = description or summary(factory)
         _REGISTRY[kind][name] = Entry(kind=kind, name=name, factory=factory, description=doc,
-                                      module=getattr(factory, "__module__", "?"), extra_reads=tuple(reads))
+                                      module=getattr(factory, "__module__", "?"), extra_reads=tuple(reads),
+                                      not_fusable=not_fusable)
         return factory
 
     return decorate

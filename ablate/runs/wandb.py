@@ -185,7 +185,7 @@ class _RunLogger(WandbLogger):
         self._experiment = None  # a later use starts (resumes) the same run id again
 
 
-def make_wandb_logger(cfg: DictConfig, run_dir: Path) -> WandbLogger:
+def make_wandb_logger(cfg: DictConfig, run_dir: Path, *, beside_others: bool = False) -> WandbLogger:
     """The W&B logger of one run: its files go to ``<run_dir>/wandb/``.
 
     Args:
@@ -193,6 +193,8 @@ def make_wandb_logger(cfg: DictConfig, run_dir: Path) -> WandbLogger:
             run name (default: ``cfg.name``), job type, tags and mode (:func:`resolve_mode`).
         run_dir: the run directory; its stored W&B run id (:func:`run_id`) makes a resumed run
             continue the same W&B run.
+        beside_others: other runs of this process are active at the same time (a seed array's members): each
+            gets a W&B run of its own (wandb's ``reinit="create_new"``) instead of the one already running.
 
     Returns:
         A WandbLogger whose run starts lazily, with the flattened config (:func:`flatten`) and
@@ -209,6 +211,7 @@ def make_wandb_logger(cfg: DictConfig, run_dir: Path) -> WandbLogger:
         run_dir=run_dir, save_dir=str(run_dir), project=w.project, entity=w.entity, group=w.group or cfg.name,
         name=w.name or cfg.name, job_type=w.job_type, tags=list(w.tags), mode=mode, config=flatten(cfg),
         id=run_id(cfg, run_dir) if mode != "disabled" else None, resume="allow", settings=_settings(),
+        **({"reinit": "create_new"} if beside_others else {}),
     )
 
 

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.plugins.io import TorchCheckpointIO
 
@@ -42,3 +43,12 @@ def step_checkpoint_callback(dirpath: str | Path, *, every_n_train_steps: int, k
         save_weights_only=True,
         enable_version_counter=False,  # a step saved again after a resume replaces its file
     )
+
+
+def save_weights(path: Path, state_dict: dict[str, Any], cfg: Any, step: int) -> None:
+    """A weights-only checkpoint in the layout of a solo run's (``state_dict`` under the ``model.`` prefix of
+    :class:`ablate.train.system.TransformerSystem`, the run config as its hyperparameters), written atomically:
+    what ``ablate evaluate`` and checkpoint averaging read."""
+    checkpoint = {"state_dict": {f"model.{k}": v for k, v in state_dict.items()}, "global_step": step,
+                  "hyper_parameters": {"config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)}}
+    AtomicCheckpointIO().save_checkpoint(checkpoint, path)

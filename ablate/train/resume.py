@@ -96,3 +96,43 @@ class ExactResume(pl.Callback):
         """Whatever validation drew (loaders, decoding), training goes on with its own random states."""
         if self._training_states is not None and not trainer.sanity_checking:
             set_rng_states(self._training_states)
+
+
+class ArrayResume(pl.Callback):
+    """:class:`ExactResume` for a seed array (:mod:`ablate.train.array`): every member's data position (the
+    ``position`` each stacked batch carries: :mod:`ablate.data.members`) and the random states, in the array's
+    checkpoint; validation off the training random streams."""
+
+    def __init__(self) -> None:
+        self.positions: list[list[int]] | None = None  # per member: (epoch, batches done) after the last trained batch
+        self._training_states: dict[str, Any] | None = None
+        self._loaded: dict[str, Any] | None = None
+
+    @property
+    def state_key(self) -> str:
+        return "ArrayResume"
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"positions": self.positions, "rng": self._training_states or rng_states()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._loaded, self.positions = state_dict, state_dict["positions"]
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._loaded is not None and self.positions is not None:
+            trainer.datamodule.resume_from(self.positions)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        if self._loaded is not None:
+            set_rng_states(self._loaded["rng"])
+            self._loaded = None
+        self.positions = batch["position"]
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        self._training_states = rng_states()
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._training_states is not None and not trainer.sanity_checking:
+            set_rng_states(self._training_states)

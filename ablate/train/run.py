@@ -75,6 +75,16 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
     if t.keep_checkpoints:  # weights of the last k step checkpoints, for checkpoint averaging (section 6.1)
         checkpoints.append(step_checkpoint_callback(run_dir / "checkpoints", keep=t.keep_checkpoints,
                                                     every_n_train_steps=t.checkpoint_every or t.val_every))
+    return pl.Trainer(**trainer_settings(cfg, run_dir, gradient_clip_val=t.grad_clip, logger=make_loggers(cfg, run_dir),
+                                         callbacks=checkpoints + callbacks, plugins=[AtomicCheckpointIO()],
+                                         use_distributed_sampler=not shards_itself))
+
+
+def trainer_settings(cfg: DictConfig, root: Path, **more: Any) -> dict[str, Any]:
+    """The Trainer arguments of every run, solo or a seed array's (:mod:`ablate.train.array`): the device, precision,
+    steps, validation and logging intervals, the config's ``trainer`` settings, then ``more``, then
+    ``trainer.extra`` (last: the user's word wins)."""
+    t, tr = cfg.train, cfg.trainer
     kwargs: dict[str, Any] = dict(
         accelerator=tr.accelerator,
         devices=tr.devices,
@@ -85,20 +95,16 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
         val_check_interval=t.val_every,
         check_val_every_n_epoch=None,
         log_every_n_steps=t.log_every,
-        gradient_clip_val=t.grad_clip,
         accumulate_grad_batches=tr.accumulate_grad_batches,
         limit_val_batches=tr.limit_val_batches,
         num_sanity_val_steps=tr.num_sanity_val_steps,
         deterministic=tr.deterministic,
         enable_progress_bar=tr.enable_progress_bar,
-        default_root_dir=str(run_dir),
-        logger=make_loggers(cfg, run_dir),
-        callbacks=checkpoints + callbacks,
-        plugins=[AtomicCheckpointIO()],
-        use_distributed_sampler=not shards_itself,
+        default_root_dir=str(root),
+        **more,
     )
     kwargs.update(OmegaConf.to_container(tr.extra, resolve=True))
-    return pl.Trainer(**kwargs)
+    return kwargs
 
 
 def _device(trainer: pl.Trainer) -> str:

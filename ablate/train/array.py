@@ -1,0 +1,160 @@
+"""``ablate train-array``: the seeds of one variant trained as one fused model in one process (a seed array).
+
+Every member is an ordinary run to everything that reads runs: it has its run directory (its ``output_dir``), its
+``config.yaml``, ``result.json``, ``progress.json``, logs, W&B run and checkpoints (:mod:`ablate.train.members`), and
+its result says ``fused: {members, index, array}``. What the array alone keeps is its own checkpoint, in
+``array_dir`` (``last.ckpt``: the stacked weights, optimiser, loop and random states, each member's data position),
+from which a killed or interrupted array resumes; a resumed array gives each member what the uninterrupted one gives.
+
+Members are the configs given, which must differ in ``seed`` alone (and in where they are written and logged).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+import traceback
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+from omegaconf import DictConfig, OmegaConf
+from pytorch_lightning.callbacks import ModelCheckpoint
+
+from ablate.config.schema import Logger as LoggerKind
+from ablate.data import build_task
+from ablate.data.members import MemberData
+from ablate.errors import ConfigError
+from ablate.runs.files import config_hash, read_result, write_atomic, write_json
+from ablate.runs.lock import run_lock
+from ablate.runtime import allocator_in_use
+from ablate.train.callbacks import ValidateAtLastStep, WallClock
+from ablate.train.checkpoints import AtomicCheckpointIO
+from ablate.train.fused_system import FusedSystem
+from ablate.train.members import Member, Members
+from ablate.train.precision import resolve_precision
+from ablate.train.preflight import check_settings, make_run_dir
+from ablate.train.resume import ArrayResume
+from ablate.train.run import RunFailed, trainer_settings
+from ablate.train.threads import use_threads
+
+
+def variant_of(cfg: DictConfig) -> str:
+    """What members of one array share: the config's identity without its seed."""
+    return config_hash(OmegaConf.merge(cfg, {"seed": 0}))
+
+
+def array_dir_of(cfgs: list[DictConfig]) -> Path:
+    """The array's own folder: ``<parent of the first member>/../arrays/<hash of the members>``; the same members
+    (same configs, same run directories) find the same folder, and resume from it."""
+    key = "\n".join(f"{Path(c.output_dir).resolve()}:{config_hash(c)}" for c in cfgs)
+    first = Path(cfgs[0].output_dir)
+    return first.parent.parent / "arrays" / hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def check_members(cfgs: list[DictConfig]) -> None:
+    """Raises ConfigError unless the configs are two or more runs of one variant, each with its own output_dir."""
+    if len({variant_of(c) for c in cfgs}) > 1:
+        raise ConfigError("CONFIG", ", ".join(str(c.output_dir) for c in cfgs),
+                          "configs of one variant that differ in their seed alone (a seed array)", "command line")
+    for key, values in (("seed", [c.seed for c in cfgs]), ("output_dir", [c.output_dir for c in cfgs])):
+        if None in values or len(set(values)) < len(values):
+            raise ConfigError(key, values, f"a distinct {key} for every member of the array", "command line")
+
+
+def train_array(cfgs: list[DictConfig], array_dir: Path | None = None) -> list[Path]:
+    """Train the configs' runs as one seed array; returns their run directories (each with its ``result.json``).
+
+    Raises:
+        ConfigError: the configs are not members of one array, or one cannot run (before anything is written).
+        RunFailed: the array failed as a whole (every member's result says why).
+    """
+    start = time.time()
+    check_members(cfgs)
+    threads = use_threads(cfgs[0].trainer.threads)
+    system = FusedSystem([OmegaConf.to_container(c, resolve=True, enum_to_str=True) for c in cfgs])
+    tasks = [build_task(c) for c in cfgs]
+    for cfg, task in zip(cfgs, tasks):
+        check_settings(cfg, system.model.template, task)
+    array_dir = Path(array_dir) if array_dir else array_dir_of(cfgs)
+    run_dirs = [make_run_dir(c) for c in cfgs]
+    with ExitStack() as locks:
+        for run_dir in run_dirs:
+            locks.enter_context(run_lock(run_dir))
+        done = [(read_result(d) or {}) for d in run_dirs]
+        if all(r.get("status") in ("finished", "failed", "stopped") and r.get("config_hash") == config_hash(c)
+               for r, c in zip(done, cfgs)):
+            return run_dirs  # another process trained this array while we waited
+        _fit(cfgs, system, MemberData(tasks, cfgs[0].data.pad_id), run_dirs, Path(array_dir), start, threads)
+    return run_dirs
+
+
+def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs: list[Path], array_dir: Path,
+         start: float, threads: str) -> None:
+    array_dir.mkdir(parents=True, exist_ok=True)
+    write_json(array_dir / "array.json", {"members": [str(d) for d in run_dirs],
+                                          "config_hashes": [config_hash(c) for c in cfgs]})
+    last = array_dir / "last.ckpt"
+    resume = last if last.is_file() else None
+    members = [Member(k, d, c, _loggers(c, d)) for k, (c, d) in enumerate(zip(cfgs, run_dirs))]
+    precision = resolve_precision(cfgs[0].trainer.precision, cfgs[0].trainer.accelerator)
+    base = {"allocator": allocator_in_use(), "precision": precision, "parameters": system.n_params["total"],
+            "parameters_by_part": system.n_params, "resumed_from": str(resume) if resume else None,
+            "started_at": start, "fused": {"members": len(cfgs), "array": str(array_dir)}}
+    for m in members:
+        write_atomic(m.run_dir / "config.yaml", OmegaConf.to_yaml(m.cfg))
+        write_json(m.run_dir / "result.json", {**(read_result(m.run_dir) or {}), **_result(m, base, "running")})
+    clock = WallClock(start)
+    book = Members(members, every=cfgs[0].train.log_every,
+                   record=lambda m: write_json(m.run_dir / "result.json", _result(m, base, m.status, book)))
+    callbacks = [clock, book, ValidateAtLastStep(), ArrayResume()]
+    status, error = "interrupted", None
+    try:
+        last_only = ModelCheckpoint(dirpath=array_dir, save_last=True, save_top_k=0)
+        trainer = pl.Trainer(**trainer_settings(cfgs[0], array_dir, logger=False, plugins=[AtomicCheckpointIO()],
+                                                callbacks=[last_only, *callbacks]))
+        print(threads, file=sys.stderr)
+        trainer.fit(system, datamodule=data, ckpt_path=str(resume) if resume else None)
+        status = "interrupted" if trainer.interrupted else "finished"
+    except Exception as exc:
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+        base["traceback"] = traceback.format_exc(limit=8)
+        raise RunFailed(array_dir, error) from exc
+    finally:
+        base["wall_time_s"] = clock.seconds
+        for m in members:
+            if m.status == "running":
+                m.status, m.error = status, error
+                m.step = getattr(system, "global_step", m.step) if status != "failed" else m.step
+            result = _result(m, base, m.status, book)
+            write_json(m.run_dir / "result.json", result)
+            for logger in m.loggers:
+                logger.finalize(m.status)
+
+
+def _result(m: Member, base: dict[str, Any], status: str, book: Members | None = None) -> dict[str, Any]:
+    """Member ``m``'s ``result.json``: an ordinary run's, with what it shares with the array."""
+    result = {**base, "status": status, "config_hash": config_hash(m.cfg), "run_dir": str(m.run_dir),
+              "fused": {**base["fused"], "index": m.index}}
+    if book is not None:
+        result.update(step=m.step, final=m.final, best=book.best_of(m), train_tokens=m.tokens,
+                      tokens_per_s=m.tokens / book.train_seconds if book.train_seconds else 0.0)
+        if m.error:
+            result["error"] = m.error
+        if m.stopped_because:
+            result["stopped_because"] = m.stopped_because
+    return result
+
+
+def _loggers(cfg: DictConfig, run_dir: Path) -> list[Any]:
+    """A member's own loggers: CSV always (``logs/version_<k>/metrics.csv``), and its own W&B run."""
+    from pytorch_lightning.loggers import CSVLogger
+
+    loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="logs")]
+    if cfg.logger == LoggerKind.wandb:
+        from ablate.runs.wandb import make_wandb_logger
+
+        loggers.append(make_wandb_logger(cfg, run_dir, beside_others=True))
+    return loggers

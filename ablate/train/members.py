@@ -1,0 +1,157 @@
+"""What each member of a seed array keeps, so that its run directory is an ordinary run's: its loggers (CSV, and its
+own W&B run), ``progress.json``, ``best.ckpt`` and ``last.ckpt`` (weights, which ``ablate evaluate`` reads as a solo
+run's), its STOP requests, and its ``result.json``, which says it was fused (``fused: {members, index, array}``).
+
+A member fails alone: a training loss that went NaN or infinite (read from the device every ``log_every`` steps, at
+each validation and at the end) or a validation loss that did, and its result says the step; the array trains on
+with the others, and stops once none is left.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pytorch_lightning as pl
+import torch
+from omegaconf import DictConfig
+
+from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_json, read_result, write_json
+from ablate.runs.metrics import perplexity
+from ablate.train.checkpoints import save_weights
+from ablate.train.fused_system import RUNNING, FusedSystem
+
+
+@dataclass
+class Member:
+    """One member's run: its directory, config, loggers and what it has become."""
+
+    index: int
+    run_dir: Path
+    cfg: DictConfig
+    loggers: list[Any]
+    status: str = "running"  # running, finished, failed, stopped
+    error: str | None = None
+    stopped_because: str | None = None
+    step: int = 0
+    best: float = math.inf
+    history: dict[str, list[list[float]]] = field(default_factory=dict)
+    final: dict[str, float] = field(default_factory=dict)
+    tokens: int = 0
+
+
+class Members(pl.Callback):
+    """The members' runs beside the array's training (see the module docstring)."""
+
+    def __init__(self, members: list[Member], every: int, record: Callable[[Member], None]):
+        self.members, self.every, self.record = members, every, record
+        self._tokens: torch.Tensor | None = None  # (K,) target tokens since the last log, on the device
+        self._t0 = time.perf_counter()
+        self.train_seconds = 0.0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"tokens": [m.tokens for m in self.members], "best": [m.best for m in self.members],
+                "train_seconds": self.train_seconds}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        for m, tokens, best in zip(self.members, state_dict["tokens"], state_dict["best"]):
+            m.tokens, m.best = tokens, best
+        self.train_seconds = state_dict["train_seconds"]
+
+    @property
+    def running(self) -> list[Member]:
+        return [m for m in self.members if m.status == "running"]
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        for m in self.members:  # an earlier attempt's history, up to where this one resumes
+            path = m.run_dir / PROGRESS_FILE
+            earlier = read_json(path).get("history", {}) if path.is_file() else {}
+            m.history = {k: [p for p in v if p[0] <= trainer.global_step] for k, v in earlier.items()}
+        for m, out in zip(self.members, pl_module.out.tolist()):
+            if out and m.status == "running":  # out before the checkpoint this attempt resumed from
+                self._fail(m, pl_module, trainer.global_step, None)
+        self._t0 = time.perf_counter()
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: FusedSystem, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        tokens = (batch["labels"] != pl_module.pad_id).flatten(1).sum(1)  # (K,)
+        self._tokens = tokens if self._tokens is None else self._tokens + tokens
+        for m in self.running:
+            stop = m.run_dir / STOP_FILE
+            if stop.is_file():
+                m.stopped_because = stop.read_text().strip() or "stopped by a request"
+                self._out(m, pl_module, "stopped", trainer.global_step)
+        if trainer.global_step % self.every == 0:
+            self._log_train(trainer, pl_module)
+        if not self.running:
+            trainer.should_stop = True
+
+    def _log_train(self, trainer: pl.Trainer, pl_module: FusedSystem) -> None:
+        now = time.perf_counter()
+        seconds, self._t0 = now - self._t0, now
+        self.train_seconds += seconds
+        tokens = self._tokens.tolist() if self._tokens is not None else [0] * len(self.members)
+        self._tokens = None
+        losses = pl_module.train_last.tolist()
+        self._check(trainer, pl_module)
+        lr = trainer.optimizers[0].param_groups[0]["lr"]
+        aux = {name: value.tolist() for name, value in pl_module.aux_last.items()}
+        for m, n, loss in zip(self.members, tokens, losses):
+            m.tokens += n
+            if m.status != "running":
+                continue
+            metrics = {"train/loss": loss, "lr-Adam": lr, **{f"train/aux/{k}": v[m.index] for k, v in aux.items()}}
+            if seconds > 0:
+                metrics["train/tokens_per_s"] = n / seconds
+            for logger in m.loggers:
+                logger.log_metrics(metrics, step=trainer.global_step)
+
+    def _check(self, trainer: pl.Trainer, pl_module: FusedSystem) -> None:
+        """Fail the members whose training loss went bad since the last read."""
+        for m, step in zip(self.members, pl_module.first_bad.tolist()):
+            if step != RUNNING and m.status == "running":
+                self._fail(m, pl_module, step, f"FloatingPointError: train/loss is not finite at step {step}")
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking:
+            self._check(trainer, pl_module)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: FusedSystem) -> None:
+        if trainer.sanity_checking:
+            return
+        step = trainer.global_step
+        values = {k: v.tolist() for k, v in pl_module.val_metrics.items()}
+        for m in self.running:
+            mine = {k: v[m.index] for k, v in values.items()}
+            if not math.isfinite(mine["val/loss"]):
+                self._fail(m, pl_module, step, f"FloatingPointError: val/loss is {mine['val/loss']} at step {step}")
+                continue
+            m.final, m.step = {**m.final, **mine}, step
+            for logger in m.loggers:
+                logger.log_metrics(mine, step=step)
+            for key, value in mine.items():
+                m.history.setdefault(key, []).append([step, value])
+            write_json(m.run_dir / PROGRESS_FILE, {"step": step, "history": m.history})
+            weights = pl_module.model.member_state_dict(m.index)
+            save_weights(m.run_dir / "checkpoints" / "last.ckpt", weights, m.cfg, step)
+            if mine["val/loss"] < m.best:
+                m.best = mine["val/loss"]
+                save_weights(m.run_dir / "checkpoints" / "best.ckpt", weights, m.cfg, step)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._log_train(trainer, pl_module)
+
+    def _fail(self, m: Member, pl_module: FusedSystem, step: int, error: str | None) -> None:
+        m.error = error or (read_result(m.run_dir) or {}).get("error") or "failed in an earlier attempt"
+        self._out(m, pl_module, "failed", step)
+
+    def _out(self, m: Member, pl_module: FusedSystem, status: str, step: int) -> None:
+        pl_module.out[m.index] = True
+        m.status, m.step = status, step
+        self.record(m)  # now: a report read while the others train sees it
+
+    def best_of(self, m: Member) -> dict[str, float]:
+        return {"val/loss": m.best, "val/ppl": perplexity(m.best)} if math.isfinite(m.best) else {}
