@@ -112,7 +112,8 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
     callbacks = [clock, book, ValidateAtLastStep(), ArrayResume()]
     status, error = "interrupted", None
     try:
-        last_only = ModelCheckpoint(dirpath=array_dir, save_last=True, save_top_k=0)
+        # at every validation, replacing the one before (no monitor: the newest is the one kept)
+        last_only = ModelCheckpoint(dirpath=array_dir, filename="last", save_top_k=1, enable_version_counter=False)
         trainer = pl.Trainer(**trainer_settings(cfgs[0], array_dir, logger=False, plugins=[AtomicCheckpointIO()],
                                                 callbacks=[last_only, *callbacks]))
         print(threads, file=sys.stderr)
