@@ -19,9 +19,9 @@ from ablate.errors import ConfigError
 from ablate.runs.lock import EXIT_LOCKED, RunLocked
 from ablate.evaluate.cli import cmd_attention, cmd_evaluate, cmd_generate
 
-COMMANDS = {"train": cmd_train, "train-array": cmd_train_array, "describe": cmd_describe, "sweep": cmd_sweep, "report": cmd_report,
-            "sync": cmd_sync, "agent": cmd_agent, "evaluate": cmd_evaluate, "generate": cmd_generate,
-            "attention": cmd_attention, "components": cmd_components}
+COMMANDS = {"train": cmd_train, "train-array": cmd_train_array, "describe": cmd_describe, "sweep": cmd_sweep,
+            "report": cmd_report, "sync": cmd_sync, "agent": cmd_agent, "evaluate": cmd_evaluate,
+            "generate": cmd_generate, "attention": cmd_attention, "components": cmd_components}
 HEAVY = {"train", "train-array", "sweep", "evaluate", "agent"}  # commands that train or decode: worth a fast allocator
 
 

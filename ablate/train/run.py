@@ -66,7 +66,7 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
     ``shards_itself``: the data module splits batches across DDP ranks itself, so Lightning must
     not wrap its sampler in a DistributedSampler.
     """
-    t, tr = cfg.train, cfg.trainer
+    t = cfg.train
     checkpoints = [
         ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="best", monitor="val/loss", mode="min",
                         save_last=True),
