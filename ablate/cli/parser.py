@@ -56,6 +56,9 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
                             "with an equal share of the cores)")
     sweep.add_argument("--runs-per-gpu", default="1", metavar="K|auto",
                        help="runs sharing each GPU (auto: as many as its free memory holds); default 1")
+    sweep.add_argument("--fuse", default="auto", metavar="auto|on|off|N",
+                       help="train each variant's seeds as one fused model (a seed array): auto (default) fuses on a "
+                            "GPU, as many as its memory holds, and not on a CPU; on; off; or at most N an array")
     sweep.add_argument("--dry-run", action="store_true", help="print the run matrix and run nothing")
     sweep.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON (the matrix, or the "
                        "first points of an open-ended sweep)")

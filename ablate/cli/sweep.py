@@ -60,6 +60,10 @@ def _check(args: argparse.Namespace) -> None:
         if value is not None and (args.backend != "ray" or value <= 0):
             allowed = "a positive number" if args.backend == "ray" else "nothing: it is for --backend ray"
             raise ConfigError(f"--{option.replace('_', '-')}", value, allowed, "command line")
+    fuse = str(args.fuse)
+    if not (fuse in ("auto", "on", "off") or (fuse.isdigit() and 1 <= int(fuse) <= MAX_WORKERS)):
+        raise ConfigError("--fuse", args.fuse, f"auto, on, off, or a number of seeds an array from 1 to {MAX_WORKERS}",
+                          "command line")
     if args.max_runs is not None and args.max_runs < 1:
         raise ConfigError("--max-runs", args.max_runs, "a positive integer", "command line")
     if args.json and not args.dry_run:
@@ -106,9 +110,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                    dry_run=args.dry_run)
     sweep_dir, runs, outcome = launch(sweep, extra=args.overrides, sweep_dir=Path(args.out) if args.out else None,
                                       workers=args.workers or default_workers(), runs_per_gpu=args.runs_per_gpu,
-                                      dry_run=args.dry_run, retry_failed=args.retry_failed, runner=runner)
+                                      dry_run=args.dry_run, retry_failed=args.retry_failed, runner=runner,
+                                      fuse=args.fuse)
     if outcome is None:
-        print(plan_json(sweep, runs) if args.json else format_matrix(sweep, runs))
+        print(plan_json(sweep, runs) if args.json else "\n".join([format_matrix(sweep, runs), "",
+                                                                    *_seeds_note(sweep, runs, args, runner)]))
         return 0
     print_report(sweep_dir)
     if outcome.closed:
@@ -123,6 +129,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"ablate: {len(outcome.failed)} of {len(runs)} runs failed (see their result.json)", file=sys.stderr)
     print(sweep_dir)
     return 1 if outcome.failed or outcome.interrupted else 0
+
+
+def _seeds_note(sweep, runs: list, args: argparse.Namespace, runner) -> list[str]:
+    """The dry run's word on which seeds train fused (:func:`ablate.sweep.arrays.seeds_note`)."""
+    from ablate.sweep.arrays import fusing, seeds_note
+    from ablate.sweep.plan import run_config
+    from ablate.sweep.runner import visible_gpus
+
+    if runner is not None:
+        return ["how seeds train: alone, each run a Ray task (seed arrays are trained by the local pool)"]
+    return seeds_note(runs, fusing(args.fuse, gpus=visible_gpus()),
+                      lambda r: run_config(sweep, r.overrides, None, args.overrides, r.labels))
 
 
 def print_report(sweep_dir: Path, *, wide: bool = False) -> bool:

@@ -105,6 +105,9 @@ class TrainerConfig:
     enable_progress_bar: bool = True
     compile: bool = False  # torch.compile the model's training forward (benchmarks/gpu.py measures what it gains)
     threads: Optional[int] = None  # CPU threads (null: a sweep pool's share, else every core; ablate/train/threads.py)
+    # In a sweep, this run's seed trained fused with the other seeds of its variant as one model (true; a seed array,
+    # ablate/train/array.py), alone in its own process (false), or as the sweep's --fuse says (null).
+    fuse: Optional[bool] = None
     extra: Dict[str, Any] = field(default_factory=dict)
 
 

@@ -34,17 +34,20 @@ STOP_FILE = "STOP"
 
 
 NOT_IDENTITY = ("output_dir", "wandb", "trainer.threads")  # where a run is written, how it is logged, its CPU threads
+# Keys that are no identity at their default: trainer.fuse null leaves it to the pool, and hashes stay what they were;
+# true and false are asked for (a fused run draws its dropout masks from the array's stream: another run than a solo).
+NOT_IDENTITY_AT = {"trainer.fuse": None}
 
 
 def _identity(cfg: DictConfig) -> dict[str, Any]:
     """The resolved config without :data:`NOT_IDENTITY`'s keys: what makes two runs one run."""
     data = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    for key in NOT_IDENTITY:
+    for key in [*NOT_IDENTITY, *NOT_IDENTITY_AT]:
         *parents, leaf = key.split(".")
         node = data
         for part in parents:
             node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict):
+        if isinstance(node, dict) and (key not in NOT_IDENTITY_AT or node.get(leaf) == NOT_IDENTITY_AT[key]):
             node.pop(leaf, None)
     return data
 
@@ -54,6 +57,12 @@ def config_hash(cfg: DictConfig) -> str:
     logged (wandb: group, name, tags) and how many CPU threads train it (trainer.threads, as OMP_NUM_THREADS) are
     not part of it."""
     return hashlib.sha256(json.dumps(_identity(cfg), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def variant_hash(cfg: DictConfig) -> str:
+    """What the seeds of one variant share: the config's identity (:func:`config_hash`) without its seed. Runs with
+    the same variant hash can train as one seed array (:mod:`ablate.train.array`)."""
+    return config_hash(OmegaConf.merge(cfg, {"seed": 0}))
 
 
 def config_changes(old: DictConfig, new: DictConfig) -> list[str]:

@@ -17,7 +17,8 @@ from ablate.sweep.plan import (Planner, PlannedRun, base_variant, default_sweep_
                                plan_record, read_planned, run_config, write_plan)
 from ablate.sweep.progress import start_note
 from ablate.sweep.queue import BayesQueue, RunQueue, StreamQueue
-from ablate.sweep.runner import Outcome, execute, pending, slots
+from ablate.sweep.arrays import fusing
+from ablate.sweep.runner import Outcome, execute, pending, slots, visible_gpus
 from ablate.sweep.spec import Sweep
 
 
@@ -121,12 +122,13 @@ def _claim(sweep: Sweep, sweep_dir: Path, extra: list[str], *, write: bool) -> N
 
 def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: int, dry_run: bool,
            retry_failed: bool, progress: bool = True, runs_per_gpu: str | int = 1,
-           runner: Any = None) -> tuple[Path, list[PlannedRun], Outcome | None]:
+           runner: Any = None, fuse: str | int = "auto") -> tuple[Path, list[PlannedRun], Outcome | None]:
     """Plan every run (validating each config), then run the pending ones unless ``dry_run``.
 
     A bayes sweep plans its points as it goes: its dry run plans (and shows) the first point only.
     ``runner``: where runs train (:class:`ablate.sweep.ray_backend.RayRunner`); default this machine's pool of
-    ``workers`` (``runs_per_gpu`` on each GPU).
+    ``workers`` (``runs_per_gpu`` on each GPU); ``fuse``: which seeds train as seed arrays there
+    (:func:`ablate.sweep.arrays.fusing`; a ``runner`` trains every run alone).
     """
     sweep_dir = sweep_dir or default_sweep_dir(sweep)
     if runner is not None:  # its runs train on other machines, which share the filesystem but not our cwd
@@ -180,13 +182,16 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
         where, train = runner.slots(None if queue.total is None else queue.total - len(earlier)), runner.train
     else:
         biggest = max((r.parameters for r in runs), default=0)
-        need = training_bytes(planner.base, biggest) if runs_per_gpu == "auto" and runs else None
-        where, train = slots(workers=workers, runs_per_gpu=runs_per_gpu, run_bytes=need), None
+        need = training_bytes(planner.base, biggest) if runs else None
+        gpus = visible_gpus()
+        where, train = slots(workers=workers, runs_per_gpu=runs_per_gpu, gpus=gpus,
+                             run_bytes=need if runs_per_gpu == "auto" else None), None
+        rule = fusing(fuse, gpus=gpus, slots_per_gpu=max(1, len(where) // max(1, len(gpus))), run_bytes=need)
     outcome = execute(queue, lambda r: OmegaConf.to_yaml(run_config(sweep, r.overrides, sweep_dir / r.run_dir, extra,
                                                                      r.labels)),
                       sweep_dir, slots=where, train=train, progress=progress, evaluate=evaluate,
                       hyperband=sweep.early_terminate, metric=sweep.metric["name"], goal=sweep.metric["goal"],
-                      settled=earlier)
+                      settled=earlier, fusing=None if runner is not None else rule)
     outcome.failed = {**settled.failed, **outcome.failed}
     outcome.skipped += settled.skipped
     return sweep_dir, runs, outcome

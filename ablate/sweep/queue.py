@@ -61,6 +61,14 @@ class RunQueue:
         """The next run to start, or None when there is none (for now)."""
         return None if self.closed or not self.todo else self.todo.popleft()
 
+    def take(self, same: Callable[[PlannedRun], bool], most: int) -> list[PlannedRun]:
+        """Up to ``most`` of the runs waiting now for which ``same`` holds, taken out of the queue (the other members
+        of a seed array: :mod:`ablate.sweep.arrays`)."""
+        taken = [] if self.closed else [r for r in self.todo if same(r)][:max(0, most)]
+        for run in taken:
+            self.todo.remove(run)
+        return taken
+
     def look(self) -> Look | None:
         """A sequential design's current look; None for a plan that does not grow by looks."""
         return None

@@ -28,11 +28,13 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+from omegaconf import OmegaConf
 from tqdm import tqdm
 
-from ablate.runs.files import STOP_FILE, read_history, read_result, write_atomic, write_json
+from ablate.runs.files import STOP_FILE, read_history, read_result, variant_hash, write_atomic, write_json
 from ablate.runs.lock import EXIT_LOCKED
 from ablate.sweep import warm
+from ablate.sweep.arrays import Fusing
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.plan import PlannedRun
 from ablate.sweep.queue import RunQueue
@@ -127,15 +129,50 @@ def _train(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, st
     run_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(run_dir / "config.yaml", config_text)
     code = _ablate(["train", str(run_dir / "config.yaml")], run_dir / "train.log", env, cwd, fresh)
+    return code, _ended(run_dir, code, run_dir / "train.log")
+
+
+def _ended(run_dir: Path, code: int, log: Path) -> str:
+    """Record in ``result.json`` how a run's process ended when the run could not say so itself (killed, or gone
+    before it started); returns its error (or the exit code)."""
     result = read_result(run_dir) or {}
     if code not in (0, EXIT_LOCKED) and result.get("status") in (None, "running"):
-        why = f"{_why(code, run_dir / 'train.log')}; see {run_dir / 'train.log'}"
+        why = f"{_why(code, log)}; see {log}"
         if code in INTERRUPTED:  # stopped from outside, even before it could say so itself: it resumes
             result.update(status="interrupted", error=why)
         else:
             result.update(status="failed", error=why)
         write_json(run_dir / "result.json", result)
-    return code, result.get("error", f"exit code {code}")
+    return result.get("error", f"exit code {code}")
+
+
+def train_array_here(runs: list[PlannedRun], sweep_dir: Path, config_texts: list[str], env: dict[str, str],
+                     evaluate: list[str] | None, cwd: Path | None = None,
+                     fresh: bool = False) -> list[tuple[int, str]]:
+    """Train ``runs`` (seeds of one variant) as one seed array in a child process (``ablate train-array``), then
+    evaluate each finished member; one (exit code, error) per run. The array's output goes to each member's
+    ``train.log``'s first line's file: ``<sweep_dir>/arrays/<id>.log``."""
+    paths = []
+    for run, text in zip(runs, config_texts):
+        run_dir = sweep_dir / run.run_dir
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_atomic(run_dir / "config.yaml", text)
+        paths.append(str(run_dir / "config.yaml"))
+    log = sweep_dir / "arrays" / f"{runs[0].id}+{len(runs) - 1}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    for run in runs:
+        with open(sweep_dir / run.run_dir / "train.log", "a") as out:
+            out.write(f"ablate: trained as a member of a seed array of {len(runs)}; its output: {log}\n")
+    code = _ablate(["train-array", *paths], log, env, cwd, fresh)
+    ended = []
+    for run in runs:
+        run_dir = sweep_dir / run.run_dir
+        mine = 1 if code == 0 and (read_result(run_dir) or {}).get("status") == "failed" else code
+        error = _ended(run_dir, code, log)
+        if mine == 0 and evaluate is not None and (read_result(run_dir) or {}).get("status") == "finished":
+            mine, error = _evaluate(run_dir, list(evaluate), env, cwd, fresh)
+        ended.append((mine, error))
+    return ended
 
 
 # Exit codes of a run stopped from outside: Ctrl-C (ablate's 130, or the signal itself before ablate could catch
@@ -190,7 +227,7 @@ def _evaluate(run_dir: Path, options: list[str], env: dict[str, str], cwd: Path 
 def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: Path, *, slots: list[dict[str, str]],
             progress: bool = True, evaluate: list[str] | None = None, hyperband: Hyperband | None = None,
             metric: str = "val/loss", goal: str = "minimize", settled: list[PlannedRun] = (),
-            train: Callable[..., tuple[int, str]] | None = None) -> Outcome:
+            train: Callable[..., tuple[int, str]] | None = None, fusing: Fusing | None = None) -> Outcome:
     """Run what the queue hands out, a worker per slot, until it has nothing more; returns what was done,
     failed, stopped and skipped.
 
@@ -206,7 +243,10 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
         train: trains one run and evaluates it when asked, ``train(run, sweep_dir, config_text, env, evaluate)
             -> (exit code, error)``; default: :func:`train_here`, a subprocess on this machine (the Ray backend
             sends it to a cluster's node instead).
+        fusing: which runs train as seed arrays, how many members each (:mod:`ablate.sweep.arrays`); None: every
+            run alone (a ``train`` of its own trains one run at a time).
     """
+    alone = train is not None or fusing is None
     train = train or train_here
     outcome = Outcome()
     by_look = queue.look() is not None  # a plan that grows by looks: a line that says so, not a bar
@@ -222,23 +262,30 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
     free, running = list(range(len(slots))), {}
     seen = [*settled]
 
-    def work(run: PlannedRun, slot: int) -> tuple[int, str]:
-        started[run.id] = time.monotonic()
-        return train(run, sweep_dir, config_of(run), slots[slot], evaluate)
+    members = (lambda run: [run]) if alone else _members(queue, config_of, fusing)
+
+    def work(group: list[PlannedRun], slot: int) -> list[tuple[int, str]]:
+        for run in group:
+            started[run.id] = time.monotonic()
+        if len(group) == 1:
+            return [train(group[0], sweep_dir, config_of(group[0]), slots[slot], evaluate)]
+        return train_array_here(group, sweep_dir, [config_of(r) for r in group], slots[slot], evaluate)
 
     with ThreadPoolExecutor(max_workers=len(slots)) as pool:
         while True:
             while free and (run := queue.next()) is not None:
-                slot = free.pop()
-                running[pool.submit(work, run, slot)] = (run, slot)
-                seen.append(run)
+                slot, group = free.pop(), members(run)
+                running[pool.submit(work, group, slot)] = (group, slot)
+                seen.extend(group)
             if not running:
                 break
             done, _ = wait(running, timeout=MONITOR_EVERY if hyperband else None, return_when=FIRST_COMPLETED)
+            returned = []
             for future in done:
-                run, slot = running.pop(future)
+                group, slot = running.pop(future)
                 free.append(slot)
-                code, error = future.result()
+                returned += zip(group, future.result())
+            for run, (code, error) in returned:
                 status = (read_result(sweep_dir / run.run_dir) or {}).get("status")
                 if code == EXIT_LOCKED:
                     outcome.skipped.append(run.id)
@@ -261,10 +308,31 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
                                     failed=len(outcome.failed))
                 bar.update(1)
             if hyperband is not None:
-                _stop_runs(hyperband, sweep_dir, seen, [r for r, _ in running.values()], metric, goal)
+                _stop_runs(hyperband, sweep_dir, seen, [r for g, _ in running.values() for r in g], metric, goal)
     bar.close()
     outcome.closed = queue.closed
     return outcome
+
+
+def _members(queue: RunQueue, config_of: Callable[[PlannedRun], str],
+             fusing: Fusing) -> Callable[[PlannedRun], list[PlannedRun]]:
+    """``run`` -> the runs that train with it: itself, and the seeds of its variant waiting in the queue when it
+    fuses (:mod:`ablate.sweep.arrays`)."""
+    from ablate.train.fusable import why_not_fused
+
+    variants: dict[str, str] = {}
+
+    def variant(run: PlannedRun) -> str:
+        if run.id not in variants:
+            variants[run.id] = variant_hash(OmegaConf.create(config_of(run)))
+        return variants[run.id]
+
+    def members(run: PlannedRun) -> list[PlannedRun]:
+        cfg = OmegaConf.create(config_of(run))
+        most = fusing.members_for(cfg, why_not_fused(cfg) is None)
+        return [run, *queue.take(lambda other: variant(other) == variant(run), most - 1)] if most > 1 else [run]
+
+    return members
 
 
 MONITOR_EVERY = 2.0  # seconds between hyperband checks

@@ -27,7 +27,7 @@ from ablate.config.schema import Logger as LoggerKind
 from ablate.data import build_task
 from ablate.data.members import MemberData
 from ablate.errors import ConfigError
-from ablate.runs.files import config_hash, read_result, write_atomic, write_json
+from ablate.runs.files import config_hash, read_result, variant_hash, write_atomic, write_json
 from ablate.runs.lock import run_lock
 from ablate.runtime import allocator_in_use
 from ablate.train.callbacks import ValidateAtLastStep, WallClock
@@ -41,11 +41,6 @@ from ablate.train.run import RunFailed, trainer_settings
 from ablate.train.threads import use_threads
 
 
-def variant_of(cfg: DictConfig) -> str:
-    """What members of one array share: the config's identity without its seed."""
-    return config_hash(OmegaConf.merge(cfg, {"seed": 0}))
-
-
 def array_dir_of(cfgs: list[DictConfig]) -> Path:
     """The array's own folder: ``<parent of the first member>/../arrays/<hash of the members>``; the same members
     (same configs, same run directories) find the same folder, and resume from it."""
@@ -56,7 +51,7 @@ def array_dir_of(cfgs: list[DictConfig]) -> Path:
 
 def check_members(cfgs: list[DictConfig]) -> None:
     """Raises ConfigError unless the configs are two or more runs of one variant, each with its own output_dir."""
-    if len({variant_of(c) for c in cfgs}) > 1:
+    if len({variant_hash(c) for c in cfgs}) > 1:
         raise ConfigError("CONFIG", ", ".join(str(c.output_dir) for c in cfgs),
                           "configs of one variant that differ in their seed alone (a seed array)", "command line")
     for key, values in (("seed", [c.seed for c in cfgs]), ("output_dir", [c.output_dir for c in cfgs])):

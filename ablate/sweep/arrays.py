@@ -1,0 +1,94 @@
+"""Which of a sweep's runs train together as seed arrays (:mod:`ablate.train.array`), and how many members each.
+
+A run's seeds fuse with the other seeds of its variant (the same config but the seed) when its variant fuses
+(:func:`ablate.train.fusable.why_not_fused`) and the run asks for it: ``trainer.fuse`` true; false keeps it alone;
+null (the default) follows the pool's ``--fuse``:
+
+- ``auto`` (the default): on a GPU, as many members per array as the GPU's share of free memory holds at the run's
+  memory estimate (:mod:`ablate.sweep.memory`), at most :data:`MAX_MEMBERS`; on a CPU, every run alone: a fused
+  step there costs what its members' solo steps cost (``benchmarks/fuse.py``), and two workers already fill the
+  cores.
+- ``on``: fused wherever the variant fuses, :data:`MAX_MEMBERS` at most (or the GPU's share, on a GPU);
+  ``off``: every run alone, one process each; ``N``: at most N members.
+
+An array takes the runs of its variant that are waiting in the queue when a worker is free: the seeds a look of the
+sequential design adds run as a new array.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from omegaconf import DictConfig
+
+MAX_MEMBERS = 16
+SETTINGS = "auto, on, off or a number of members"
+
+
+@dataclass(frozen=True)
+class Fusing:
+    """The pool's rule: at most ``members`` per array for runs that leave it to the pool; ``why``: how it was
+    decided; ``most``: the cap for runs that ask to be fused."""
+
+    members: int
+    most: int
+    why: str
+
+    def members_for(self, cfg: DictConfig, fuses: bool) -> int:
+        """The most members an array of ``cfg``'s run may have (1: it trains alone)."""
+        asked = cfg.trainer.get("fuse")
+        if not fuses or asked is False:
+            return 1
+        return self.most if asked is True else self.members
+
+
+def fusing(setting: str | int, *, gpus: Sequence[Any], slots_per_gpu: int = 1, run_bytes: int | None = None) -> Fusing:
+    """The pool's rule from ``--fuse`` (:data:`SETTINGS`) and the machine.
+
+    Raises:
+        ValueError: ``setting`` is none of :data:`SETTINGS` (the CLI names it).
+    """
+    text = str(setting)
+    if text.isdigit() and int(text) >= 1:
+        n = min(int(text), MAX_MEMBERS)
+        return Fusing(n, n, f"--fuse {text}: at most {n} seeds of a variant in one array")
+    if text not in ("auto", "on", "off"):
+        raise ValueError(f"--fuse {text!r}: expected {SETTINGS}")
+    fit = MAX_MEMBERS
+    if gpus and run_bytes:
+        share = min(g.free for g in gpus) // max(1, slots_per_gpu)
+        fit = int(max(1, min(MAX_MEMBERS, share // run_bytes)))
+    where = f"a GPU's share of free memory holds {fit}" if gpus else "on this CPU"
+    if text == "off":
+        return Fusing(1, 1, "--fuse off: every run alone")
+    if text == "on" or gpus:
+        return Fusing(fit, fit, f"seeds of a variant fused, up to {fit} an array ({where})")
+    return Fusing(1, fit, "every run alone on a CPU (a fused step costs its members' solo steps there: "
+                          "benchmarks/fuse.py); --fuse on, or trainer.fuse=true, fuses them")
+
+
+def seeds_note(runs: list, rule: Fusing, config_of: Callable[[Any], DictConfig]) -> list[str]:
+    """The dry run's word on how each variant's seeds will run: fused (how many an array at most) or alone, and why
+    (``config_of(run)``: the run's validated config)."""
+    from ablate.train.fusable import why_not_fused
+
+    first: dict[str, Any] = {}
+    seeds: dict[str, int] = {}
+    for run in runs:
+        first.setdefault(run.variant, run)
+        seeds[run.variant] = seeds.get(run.variant, 0) + 1
+    lines = [f"how seeds train: {rule.why}"]
+    for variant, run in first.items():
+        cfg = config_of(run)
+        why = why_not_fused(cfg)
+        most = rule.members_for(cfg, why is None)
+        if most > 1:
+            how = f"fused, {min(most, seeds[variant])} seeds an array" + (" (trainer.fuse)" if cfg.trainer.fuse
+                                                                            else "")
+        elif why:
+            how = f"alone: it does not fuse ({why})"
+        else:
+            how = "alone" + (" (trainer.fuse: false)" if cfg.trainer.fuse is False else "")
+        lines.append(f"  {variant}: {how}")
+    return lines
