@@ -49,6 +49,11 @@ class FusedModel(nn.Module):
         self._aliases = _aliases(template)  # every state_dict key -> the stacked tensor it is
         self.__dict__["template"] = copy.deepcopy(template).to("meta")  # the structure functional_call runs
 
+    def train(self, mode: bool = True) -> "FusedModel":
+        """Train or eval mode, for the structure the members run in too (dropout, a router's capacity)."""
+        self.template.train(mode)
+        return super().train(mode)
+
     def params(self) -> dict[str, torch.Tensor]:
         return {n: self.stacked[_mangle(n)] for n in self.names}
 
