@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from ablate.components.positional import PerLayerPositional, Positional
+from ablate.components.positional import LEARNED_BIAS_NOT_FUSABLE, PerLayerPositional, Positional
 from ablate.errors import ConfigError
 from ablate.registry import register
 
@@ -75,7 +75,7 @@ def _check_buckets(num_buckets: int, max_distance: int) -> None:
                           f"an integer above num_buckets / 2 = {num_buckets // 2}")
 
 
-@register("positional", "t5_bias")
+@register("positional", "t5_bias", not_fusable=LEARNED_BIAS_NOT_FUSABLE)
 class T5RelativeBias(Positional):
     """A learned scalar per head for each bucket of relative position, shared by a stack's layers
     (Raffel et al. 2020)."""
@@ -97,7 +97,7 @@ class T5RelativeBias(Positional):
         return f"bidirectional={self.bidirectional}, num_buckets={self.num_buckets}, max_distance={self.max_distance}"
 
 
-@register("positional", "t5_bias_layer")
+@register("positional", "t5_bias_layer", not_fusable=LEARNED_BIAS_NOT_FUSABLE)
 class T5BiasPerLayer(PerLayerPositional):
     """T5's bucketed relative bias with a table of its own in every layer, not shared by the stack
     (as Narang et al. 2021 compared; Raffel et al. 2020 share one)."""

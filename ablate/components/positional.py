@@ -22,6 +22,12 @@ from torch import nn
 from ablate.errors import ConfigError
 from ablate.registry import declare_kind, register
 
+# Why a variant whose score or query bias is learned cannot train its seeds as one fused model (``not_fusable``): the
+# attention hands that bias to scaled_dot_product_attention as a float mask that needs a gradient, and under
+# torch.func.vmap torch 2.13 runs the CPU flash kernel on it, which refuses (tests/train/test_fusable.py checks it).
+LEARNED_BIAS_NOT_FUSABLE = ("a learned attention-score bias, under vmap, goes to torch's CPU flash-attention kernel, "
+                            "which cannot differentiate its mask")
+
 
 class Positional(nn.Module):
     """Base class: no position information at all. Override the hooks a variant needs."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ablate.components.positional import PerLayerPositional, Positional
+from ablate.components.positional import LEARNED_BIAS_NOT_FUSABLE, PerLayerPositional, Positional
 from ablate.errors import ConfigError
 from ablate.registry import register
 
@@ -48,7 +48,7 @@ class RelativeKeyTable(Positional):
         return f"clip={self.clip}"
 
 
-@register("positional", "relative")
+@register("positional", "relative", not_fusable=LEARNED_BIAS_NOT_FUSABLE)
 class RelativeKeys(PerLayerPositional):
     """Relative position representations: q_i . a^K_ij added to each score, a^K per clipped distance j - i,
     per layer (Shaw et al. 2018)."""

@@ -1,7 +1,7 @@
 """Generated from the registry: every registered variant of every declared kind is tested here.
 
-A variant registered tomorrow, or a kind declared tomorrow, is tested without a new line of test code:
-the kinds come from ``registry.kinds()``, the variants from ``registry.names(kind)``.
+A variant registered tomorrow, or a kind declared tomorrow, is tested without a new line of test code
+(:mod:`tests.variants` lists them from the registry).
 """
 
 from __future__ import annotations
@@ -15,26 +15,11 @@ import ablate
 from ablate import registry
 from ablate.config.schema import run_schema
 from tests.conftest import TINY, refusal, skip_if_refused
+from tests.variants import ARCHS, VARIANT_IDS, VARIANTS, batch, run
 
-MODEL_KINDS = [k.name for k in registry.kinds().values() if k.section == "model"]
-VARIANTS = [(kind, name) for kind in MODEL_KINDS for name in registry.names(kind)]
 CHANGED = [(kind, name) for kind, name in VARIANTS if name != registry.kind(kind).default]
-ARCHS = ("encoder_decoder", "decoder_only")
 REFUSED = {("sharing", "encoder", "decoder_only")}  # a decoder-only model has no encoder to share
 LONG = 80  # longer than every default window and prefix, so that each mask variant changes something
-
-
-def _batch(vocab: int, pad: int, length: int = 5) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(0)
-    src = torch.randint(3, vocab, (3, 7), generator=g)
-    tgt = torch.randint(3, vocab, (3, length), generator=g)
-    src[0, 5:] = pad  # padding matters
-    tgt[1, 3:] = pad
-    return {"src": src, "tgt": tgt}
-
-
-def _run(model: torch.nn.Module, arch: str, b: dict[str, torch.Tensor]) -> torch.Tensor:
-    return model(b["src"], b["tgt"]) if arch == "encoder_decoder" else model(b["tgt"])
 
 
 def test_every_kind_has_its_default_registered_and_a_schema_key():
@@ -46,7 +31,7 @@ def test_every_kind_has_its_default_registered_and_a_schema_key():
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("kind,name", VARIANTS, ids=[f"{k}={n}" for k, n in VARIANTS])
+@pytest.mark.parametrize("kind,name", VARIANTS, ids=VARIANT_IDS)
 def test_a_variant_builds_for_every_architecture_or_refuses_it_by_name(kind, name, arch):
     """A variant that cannot serve an architecture (sharing=encoder in a decoder-only model) refuses it in one line
     naming its key and the architecture (:func:`refusal`, which raises any other error); only the listed ones do."""
@@ -59,13 +44,13 @@ def test_a_variant_builds_for_every_architecture_or_refuses_it_by_name(kind, nam
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("kind,name", VARIANTS, ids=[f"{k}={n}" for k, n in VARIANTS])
+@pytest.mark.parametrize("kind,name", VARIANTS, ids=VARIANT_IDS)
 def test_variant_forward_backward(kind, name, arch):
     skip_if_refused(kind, name, arch)
     cfg = ablate.load_config(None, TINY + [f"model.{kind}={name}", f"model.arch={arch}"])
     model = ablate.build_model(cfg)
-    b = _batch(cfg.data.vocab_size, cfg.data.pad_id)
-    logits = _run(model, arch, b)
+    b = batch(cfg.data.vocab_size, cfg.data.pad_id)
+    logits = run(model, arch, b)
     assert logits.shape == (3, 5, cfg.data.vocab_size)
     assert torch.isfinite(logits).all()
     logits.logsumexp(-1).mean().backward()
@@ -88,12 +73,12 @@ def test_every_variant_builds_a_model_that_differs_from_the_default(kind, name):
     if distinct[0] != distinct[1] or {k: v.shape for k, v in a.items()} != {k: v.shape for k, v in b.items()}:
         return  # a different layout of weights: a different model
     variant.load_state_dict(a)
-    batch = _batch(24, 0, length=LONG)
+    long = batch(24, 0, length=LONG)
     with torch.no_grad():
-        assert not torch.allclose(_run(default, "encoder_decoder", batch), _run(variant, "encoder_decoder", batch))
+        assert not torch.allclose(run(default, "encoder_decoder", long), run(variant, "encoder_decoder", long))
 
 
-@pytest.mark.parametrize("kind,name", VARIANTS, ids=[f"{k}={n}" for k, n in VARIANTS])
+@pytest.mark.parametrize("kind,name", VARIANTS, ids=VARIANT_IDS)
 def test_built_parts_implement_their_kind(kind, name):
     cfg = ablate.load_config(None, TINY + [f"model.{kind}={name}"])
     from ablate.model.builder import Parts
