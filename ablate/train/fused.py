@@ -49,11 +49,6 @@ class FusedModel(nn.Module):
         self._aliases = _aliases(template)  # every state_dict key -> the stacked tensor it is
         self.__dict__["template"] = copy.deepcopy(template).to("meta")  # the structure functional_call runs
 
-    def train(self, mode: bool = True) -> "FusedModel":
-        """Train or eval mode, for the structure the members run in too (dropout, a router's capacity)."""
-        self.template.train(mode)
-        return super().train(mode)
-
     def params(self) -> dict[str, torch.Tensor]:
         return {n: self.stacked[_mangle(n)] for n in self.names}
 
@@ -67,7 +62,16 @@ class FusedModel(nn.Module):
             return fn(lambda **inputs: functional_call(self.template, (params, buffers), args=(), kwargs=inputs),
                       *args)
         batched = vmap(one, in_dims=0, randomness="different")
-        return lambda *args: batched(self.params(), self.buffers_by_name(), *args)
+
+        def run(*args: Any) -> Any:
+            # The members run in this module's mode (dropout, a router's capacity). Set at every call: Lightning
+            # restores modes after validation by setting each submodule's ``training``, which never reaches the
+            # template (not a submodule, so that its meta weights are not the module's).
+            if self.template.training != self.training:
+                self.template.train(self.training)
+            return batched(self.params(), self.buffers_by_name(), *args)
+
+        return run
 
     def member_state_dict(self, k: int) -> dict[str, torch.Tensor]:
         """Member ``k``'s weights as its solo model's ``state_dict()`` (tied weights under each of their keys)."""

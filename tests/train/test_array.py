@@ -202,3 +202,27 @@ def test_members_must_differ_in_seed_alone(tmp_path, bad):
     with pytest.raises(ConfigError):
         train_array(cfgs)
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_members_train_with_dropout_after_a_validation():
+    """Lightning puts modules back in training mode after a validation by setting each submodule's ``training``;
+    the members (run through a template that is no submodule) must train with dropout again, not stay in eval."""
+    from ablate.data import build_task
+    from ablate.data.members import stack_batches
+    from ablate.train.fused_system import FusedSystem
+
+    cfgs = [OmegaConf.to_container(_cfg(Path("unused"), s, "model.dropout=0.3"), resolve=True, enum_to_str=True)
+            for s in (0, 1)]
+    system = FusedSystem(cfgs)
+    task = build_task(_cfg(Path("unused"), 0))
+    task.setup("fit")
+    batch = stack_batches([next(iter(task.train_dataloader()))] * 2, 0)
+    inputs = {k: v for k, v in batch.items() if k != "labels"}
+    forward = system.model.vmap(lambda model, member: model(**member))
+    system.eval()
+    with torch.no_grad():
+        evaluated = forward(inputs)
+        for module in system.modules():  # what Lightning's loop does once validation is over
+            module.training = True
+        first, second = forward(inputs), forward(inputs)
+    assert not torch.equal(first, second) and not torch.equal(first, evaluated)  # dropout draws again
