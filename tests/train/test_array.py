@@ -226,3 +226,29 @@ def test_members_train_with_dropout_after_a_validation():
             module.training = True
         first, second = forward(inputs), forward(inputs)
     assert not torch.equal(first, second) and not torch.equal(first, evaluated)  # dropout draws again
+
+
+def test_each_member_logs_its_own_wandb_run(tmp_path, monkeypatch):
+    """Each member is a W&B run of its own (offline, no key), in its run directory, with its own id and history:
+    the dashboard sees ordinary runs."""
+    import wandb
+
+    from tests.runs.test_wandb import _no_credentials
+    from tests.runs.wandb_records import RunLog
+
+    _no_credentials(monkeypatch, tmp_path / "home")
+    monkeypatch.chdir(tmp_path)
+    members = [_cfg(tmp_path / f"runs/s{s}", s, "logger=wandb", "wandb.group=g", f"wandb.name=seed{s}")
+               for s in (0, 1)]
+    train_array(members)
+    wandb.teardown()  # wandb-core writes a finished run's file in the background; wait for it
+    logs = {s: [RunLog(next(d.glob("run-*.wandb"))) for d in (tmp_path / f"runs/s{s}/wandb").glob("offline-run-*")]
+            for s in (0, 1)}
+    assert [len(v) for v in logs.values()] == [1, 1]
+    (a,), (b,) = logs[0], logs[1]
+    assert a.run.run_id != b.run.run_id and (a.run.display_name, b.run.display_name) == ("seed0", "seed1")
+    for s, log in ((0, a), (1, b)):
+        history = {int(h["trainer/global_step"]): h["val/loss"] for h in log.history if "val/loss" in h}
+        progress = read_json(tmp_path / f"runs/s{s}/progress.json")["history"]["val/loss"]
+        assert history == {step: value for step, value in progress}
+        assert log.summary["status"] == "finished" and log.summary["step"] == STEPS

@@ -1,0 +1,103 @@
+"""A sweep's seed arrays: which runs fuse, how many members an array takes, and a fused sweep end to end (each
+member an ordinary run to the report, a failing member failing alone)."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ablate.cli import main
+from ablate.config import load_config
+from ablate.runs.files import read_result
+from ablate.sweep.arrays import MAX_MEMBERS, fusing
+from ablate.sweep.queue import RunQueue
+from tests.conftest import REPO
+from tests.sweep.conftest import plan_of, run_statuses, sweep_file
+
+
+@dataclass
+class FakeGpu:
+    index: int
+    free: int
+
+
+def _cfg(*overrides: str):
+    return load_config(REPO / "configs/default.yaml", list(overrides))
+
+
+def test_off_and_numbers_bound_the_members():
+    assert fusing("off", gpus=[]).members == 1 and fusing("off", gpus=[]).members_for(_cfg(), True) == 1
+    assert fusing("3", gpus=[]).members_for(_cfg(), True) == 3
+    assert fusing(str(MAX_MEMBERS + 5), gpus=[]).members == MAX_MEMBERS
+    with pytest.raises(ValueError, match="--fuse"):
+        fusing("sometimes", gpus=[])
+
+
+def test_auto_fuses_on_a_gpu_as_many_as_its_share_holds_and_not_on_a_cpu():
+    cpu = fusing("auto", gpus=[])
+    assert cpu.members == 1 and "CPU" in cpu.why
+    gib = 1 << 30
+    gpu = fusing("auto", gpus=[FakeGpu(0, 10 * gib)], slots_per_gpu=2, run_bytes=gib)
+    assert gpu.members == 5  # 10 GiB free, two runs share the GPU: 5 GiB each, 1 GiB a member
+    assert fusing("auto", gpus=[FakeGpu(0, 100 * gib)], run_bytes=gib).members == MAX_MEMBERS
+    assert fusing("auto", gpus=[FakeGpu(0, gib // 2)], run_bytes=gib).members == 1  # none fits: alone
+
+
+def test_a_run_says_whether_it_fuses():
+    pool = fusing("auto", gpus=[])  # alone unless a run asks
+    assert pool.members_for(_cfg("trainer.fuse=true"), True) == MAX_MEMBERS
+    assert pool.members_for(_cfg("trainer.fuse=true"), False) == 1  # its variant does not fuse
+    assert fusing("on", gpus=[]).members_for(_cfg("trainer.fuse=false"), True) == 1
+    assert fusing("on", gpus=[]).members_for(_cfg(), True) == MAX_MEMBERS
+
+
+@dataclass
+class Run:
+    id: str
+    variant: str
+
+
+def test_the_queue_hands_over_waiting_seeds_of_the_same_variant():
+    runs = [Run(f"{v}{s}", v) for s in range(3) for v in "ab"]
+    queue = RunQueue.__new__(RunQueue)
+    queue.todo, queue.closed = deque(runs), None
+    first = queue.next()
+    taken = queue.take(lambda r: r.variant == first.variant, 5)
+    assert [r.id for r in taken] == ["a1", "a2"]
+    assert [r.id for r in queue.todo] == ["b0", "b1", "b2"]
+    assert [r.id for r in queue.take(lambda r: r.variant == "b", 1)] == ["b0"]  # at most ``most``
+
+
+def test_a_fused_sweep_is_a_sweep_of_ordinary_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    path = sweep_file(tmp_path, """
+        - {name: base}
+        - {name: wide, model.d_ff: 96}
+    """)
+    path.write_text(path.read_text() + "parameters:\n  seed: {values: [0, 1, 2]}\n")
+    assert main(["sweep", str(path), "--dry-run", "--fuse", "on"]) == 0
+    assert "base: fused, 3 seeds an array" in capsys.readouterr().out
+    assert main(["sweep", str(path), "--fuse", "on", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    sweep_dir = tmp_path / "sweeps" / "t"
+    assert run_statuses(sweep_dir) == ["finished"] * 6
+    arrays = {}
+    for run in plan_of(sweep_dir)["runs"]:
+        result = read_result(sweep_dir / run["run_dir"])
+        assert result["fused"]["members"] == 3
+        arrays.setdefault(result["fused"]["array"], set()).add(run["variant"])
+    assert sorted(map(sorted, arrays.values())) == [["base"], ["wide"]]  # one array per variant
+    assert "3/3" in out and "wide" in out  # the report counts every member as a run
+    assert main(["sweep", str(path), "--fuse", "on", "--workers", "1"]) == 0  # relaunched: nothing to train
+    assert len(list((sweep_dir / "arrays").glob("*.log"))) == 2
+
+
+def test_fuse_refuses_what_it_cannot_read(tmp_path, capsys):
+    path = sweep_file(tmp_path, "- {name: base}")
+    assert main(["sweep", str(path), "--fuse", "0", "--dry-run"]) == 2
+    assert "--fuse" in capsys.readouterr().err
+    assert not (tmp_path / "sweeps").exists()
+    assert not Path("sweeps/t").exists()
