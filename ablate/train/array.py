@@ -32,6 +32,7 @@ from ablate.runs.lock import run_lock
 from ablate.runtime import allocator_in_use
 from ablate.train.callbacks import ValidateAtLastStep, WallClock
 from ablate.train.checkpoints import AtomicCheckpointIO
+from ablate.train.fusable import why_not_fused
 from ablate.train.fused_system import FusedSystem
 from ablate.train.members import Member, Members
 from ablate.train.precision import resolve_precision
@@ -50,13 +51,17 @@ def array_dir_of(cfgs: list[DictConfig]) -> Path:
 
 
 def check_members(cfgs: list[DictConfig]) -> None:
-    """Raises ConfigError unless the configs are two or more runs of one variant, each with its own output_dir."""
+    """Raises ConfigError unless the configs are runs of one variant that fuses, each with its own seed and
+    output_dir."""
     if len({variant_hash(c) for c in cfgs}) > 1:
         raise ConfigError("CONFIG", ", ".join(str(c.output_dir) for c in cfgs),
                           "configs of one variant that differ in their seed alone (a seed array)", "command line")
     for key, values in (("seed", [c.seed for c in cfgs]), ("output_dir", [c.output_dir for c in cfgs])):
         if None in values or len(set(values)) < len(values):
             raise ConfigError(key, values, f"a distinct {key} for every member of the array", "command line")
+    if (why := why_not_fused(cfgs[0])) is not None:
+        raise ConfigError("CONFIG", str(cfgs[0].output_dir), f"a config whose runs fuse (this one does not: {why}); "
+                          "train its seeds with ablate train, one run each", "command line")
 
 
 def train_array(cfgs: list[DictConfig], array_dir: Path | None = None) -> list[Path]:

@@ -106,6 +106,7 @@ class Members(pl.Callback):
             metrics = {"train/loss": loss, "lr-Adam": lr, **{f"train/aux/{k}": v[m.index] for k, v in aux.items()}}
             if seconds > 0:
                 metrics["train/tokens_per_s"] = n / seconds
+            m.final.update(metrics)
             for logger in m.loggers:
                 logger.log_metrics(metrics, step=trainer.global_step)
 

@@ -252,3 +252,24 @@ def test_each_member_logs_its_own_wandb_run(tmp_path, monkeypatch):
         progress = read_json(tmp_path / f"runs/s{s}/progress.json")["history"]["val/loss"]
         assert history == {step: value for step, value in progress}
         assert log.summary["status"] == "finished" and log.summary["step"] == STEPS
+
+
+def test_a_stop_request_stops_one_member(tmp_path):
+    """Hyperband's STOP in one member's directory ends that member (``stopped``, with the reason); the others train
+    to the end."""
+    members = [_cfg(tmp_path / f"runs/s{s}", s) for s in (0, 1)]
+    (tmp_path / "runs/s1").mkdir(parents=True)
+    (tmp_path / "runs/s1/STOP").write_text("hyperband: worse than the others at step 1\n")
+    train_array(members)
+    stopped, finished = read_result(tmp_path / "runs/s1"), read_result(tmp_path / "runs/s0")
+    assert stopped["status"] == "stopped" and stopped["stopped_because"].startswith("hyperband") and stopped["step"] == 1
+    assert finished["status"] == "finished" and finished["step"] == STEPS
+
+
+def test_a_config_that_does_not_fuse_is_refused(tmp_path):
+    from ablate.errors import ConfigError
+
+    cfgs = [_cfg(tmp_path / f"r{s}", s, "train.keep_checkpoints=2") for s in (0, 1)]
+    with pytest.raises(ConfigError, match="keep_checkpoints"):
+        train_array(cfgs)
+    assert not any(tmp_path.iterdir())
