@@ -262,7 +262,8 @@ def test_a_stop_request_stops_one_member(tmp_path):
     (tmp_path / "runs/s1/STOP").write_text("hyperband: worse than the others at step 1\n")
     train_array(members)
     stopped, finished = read_result(tmp_path / "runs/s1"), read_result(tmp_path / "runs/s0")
-    assert stopped["status"] == "stopped" and stopped["stopped_because"].startswith("hyperband") and stopped["step"] == 1
+    assert stopped["status"] == "stopped" and stopped["stopped_because"].startswith("hyperband")
+    assert stopped["step"] == 1
     assert finished["status"] == "finished" and finished["step"] == STEPS
 
 
