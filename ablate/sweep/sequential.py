@@ -53,6 +53,11 @@ class SequentialQueue(RunQueue):
         self.in_flight += run is not None
         return run
 
+    def take(self, same: Callable[[PlannedRun], bool], most: int) -> list[PlannedRun]:
+        taken = super().take(same, most)  # a seed array's other members: in flight as much as ``next``'s run
+        self.in_flight += len(taken)
+        return taken
+
     def settled(self, run: PlannedRun) -> None:
         super().settled(run)
         self.in_flight -= 1

@@ -101,3 +101,21 @@ def test_fuse_refuses_what_it_cannot_read(tmp_path, capsys):
     assert "--fuse" in capsys.readouterr().err
     assert not (tmp_path / "sweeps").exists()
     assert not Path("sweeps/t").exists()
+
+
+def test_a_sequential_sweep_adds_seeds_after_its_arrays(tmp_path, monkeypatch, capsys):
+    """The first look's seeds train as arrays; the look still waits for every member, then adds the next seed to the
+    rows left undecided (a margin no interval can fit keeps every row undecided up to max_seeds)."""
+    monkeypatch.chdir(tmp_path)
+    path = sweep_file(tmp_path, """
+        - {name: base}
+        - {name: wide, model.d_ff: 96}
+    """)
+    path.write_text(path.read_text() + "parameters:\n  seed: {values: [0, 1, 2]}\n"
+                    "decide: {max_seeds: 4, margin: 0.000001}\n")
+    assert main(["sweep", str(path), "--fuse", "on", "--workers", "1"]) == 0
+    sweep_dir = tmp_path / "sweeps" / "t"
+    runs = plan_of(sweep_dir)["runs"]
+    assert run_statuses(sweep_dir) == ["finished"] * 8 and sorted({r["seed"] for r in runs}) == [0, 1, 2, 3]
+    members = {r["seed"]: read_result(sweep_dir / r["run_dir"]).get("fused", {}).get("members") for r in runs}
+    assert members[0] == members[2] == 3 and members[3] is None  # the added seed: one a variant, alone
