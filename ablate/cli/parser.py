@@ -54,8 +54,9 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
     sweep.add_argument("--workers", type=int, default=None,
                        help="runs at a time on this machine (default: one per GPU; on a CPU, min(4, cores), each "
                             "with an equal share of the cores)")
-    sweep.add_argument("--runs-per-gpu", default="1", metavar="K|auto",
-                       help="runs sharing each GPU (auto: as many as its free memory holds); default 1")
+    sweep.add_argument("--runs-per-gpu", default="auto", metavar="K|auto",
+                       help="processes sharing each GPU (auto, the default: two, each a seed array filling half its "
+                            "memory, when seeds fuse; else as many runs as its free memory holds)")
     sweep.add_argument("--fuse", default="auto", metavar="auto|on|off|N",
                        help="train each variant's seeds as one fused model (a seed array): auto (default) fuses on a "
                             "GPU, as many as its memory holds, and not on a CPU; on; off; or at most N an array")

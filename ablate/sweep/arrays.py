@@ -23,6 +23,10 @@ from typing import Any, Callable, Sequence
 from omegaconf import DictConfig
 
 MAX_MEMBERS = 16
+# Processes per GPU when seeds fuse and --runs-per-gpu is auto: two, so that one computes while the other does its
+# host work (batches, validation, records); each array then takes half the GPU's memory. Not yet measured on a GPU
+# (benchmarks/fuse.py --device cuda and benchmarks/gpu.py --sweep are the measurements to take).
+ARRAYS_PER_GPU = 2
 SETTINGS = "auto, on, off or a number of members"
 
 
@@ -41,6 +45,14 @@ class Fusing:
         if not fuses or asked is False:
             return 1
         return self.most if asked is True else self.members
+
+
+def processes_per_gpu(runs_per_gpu: str | int, setting: str | int, gpus: Sequence[Any]) -> str | int:
+    """``--runs-per-gpu`` as the pool uses it: ``auto`` with seeds that may fuse on a GPU is :data:`ARRAYS_PER_GPU`
+    processes (their arrays fill the memory); otherwise as given (``auto``: as many solo runs as fit)."""
+    if runs_per_gpu == "auto" and gpus and str(setting) != "off":
+        return ARRAYS_PER_GPU
+    return runs_per_gpu
 
 
 def fusing(setting: str | int, *, gpus: Sequence[Any], slots_per_gpu: int = 1, run_bytes: int | None = None) -> Fusing:

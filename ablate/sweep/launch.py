@@ -17,7 +17,7 @@ from ablate.sweep.plan import (Planner, PlannedRun, base_variant, default_sweep_
                                plan_record, read_planned, run_config, write_plan)
 from ablate.sweep.progress import start_note
 from ablate.sweep.queue import BayesQueue, RunQueue, StreamQueue
-from ablate.sweep.arrays import fusing
+from ablate.sweep.arrays import fusing, processes_per_gpu
 from ablate.sweep.runner import Outcome, execute, pending, slots, visible_gpus
 from ablate.sweep.spec import Sweep
 
@@ -184,8 +184,9 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
         biggest = max((r.parameters for r in runs), default=0)
         need = training_bytes(planner.base, biggest) if runs else None
         gpus = visible_gpus()
-        where, train = slots(workers=workers, runs_per_gpu=runs_per_gpu, gpus=gpus,
-                             run_bytes=need if runs_per_gpu == "auto" else None), None
+        per_gpu = processes_per_gpu(runs_per_gpu, fuse, gpus)
+        where, train = slots(workers=workers, runs_per_gpu=per_gpu, gpus=gpus,
+                             run_bytes=need if per_gpu == "auto" else None), None
         rule = fusing(fuse, gpus=gpus, slots_per_gpu=max(1, len(where) // max(1, len(gpus))), run_bytes=need)
     outcome = execute(queue, lambda r: OmegaConf.to_yaml(run_config(sweep, r.overrides, sweep_dir / r.run_dir, extra,
                                                                      r.labels)),
