@@ -262,7 +262,7 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
     free, running = list(range(len(slots))), {}
     seen = [*settled]
 
-    members = (lambda run: [run]) if alone else _members(queue, config_of, fusing)
+    members = (lambda run: [run]) if alone else _members(queue, config_of, fusing, len(slots))
 
     def work(group: list[PlannedRun], slot: int) -> list[tuple[int, str]]:
         for run in group:
@@ -314,13 +314,16 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
     return outcome
 
 
-def _members(queue: RunQueue, config_of: Callable[[PlannedRun], str],
-             fusing: Fusing) -> Callable[[PlannedRun], list[PlannedRun]]:
+def _members(queue: RunQueue, config_of: Callable[[PlannedRun], str], fusing: Fusing,
+             n_slots: int) -> Callable[[PlannedRun], list[PlannedRun]]:
     """``run`` -> the runs that train with it: itself, and the seeds of its variant waiting in the queue when it
-    fuses (:mod:`ablate.sweep.arrays`)."""
+    fuses (:mod:`ablate.sweep.arrays`). A variant's waiting seeds are split into as many arrays as there are slots
+    its variant does not need to share with the other variants waiting (ten seeds of one variant and two workers: two
+    arrays of five, not one of ten beside an idle worker; four variants and two workers: an array each)."""
     from ablate.train.fusable import why_not_fused
 
     variants: dict[str, str] = {}
+    chunks: dict[str, int] = {}  # a variant's array size, fixed when its seeds are first split
 
     def variant(run: PlannedRun) -> str:
         if run.id not in variants:
@@ -330,7 +333,17 @@ def _members(queue: RunQueue, config_of: Callable[[PlannedRun], str],
     def members(run: PlannedRun) -> list[PlannedRun]:
         cfg = OmegaConf.create(config_of(run))
         most = fusing.members_for(cfg, why_not_fused(cfg) is None)
-        return [run, *queue.take(lambda other: variant(other) == variant(run), most - 1)] if most > 1 else [run]
+        if most == 1:
+            return [run]
+        mine = variant(run)
+        if mine not in chunks:
+            waiting = [variant(r) for r in queue.todo]
+            arrays = max(1, n_slots - len(set(waiting) - {mine}))
+            chunks[mine] = -(-(1 + waiting.count(mine)) // arrays)  # ceil
+        group = [run, *queue.take(lambda other: variant(other) == mine, min(most, chunks[mine]) - 1)]
+        if not any(variant(r) == mine for r in queue.todo):
+            del chunks[mine]  # the next look's seeds are split afresh
+        return group
 
     return members
 
