@@ -62,6 +62,7 @@ class RunRow:
     wall_time_s: float | None = None
     error: str | None = None
     precision: str | None = None  # what Lightning trained it in (``trainer.precision`` resolved), from result.json
+    fused: dict[str, Any] | None = None  # a seed array's member: {members, index, array}, from result.json
     curve: tuple[tuple[int, float], ...] = ()
     notes: dict[str, str] = field(default_factory=dict)  # metric -> why the run has no value for it
     leaks_labels: bool = False  # from the plan: its mask scores positions that see their labels
@@ -199,6 +200,7 @@ def read_run(sweep_dir: Path, entry: dict[str, Any], metric: str) -> RunRow:
         wall_time_s=_finite(result.get("wall_time_s")),
         error=result.get("error"),
         precision=result.get("precision"),
+        fused=result.get("fused"),
         curve=read_curve(run_dir, metric),
         **common,
     )

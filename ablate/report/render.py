@@ -16,7 +16,7 @@ from ablate.report import badges
 from ablate.report.effects import effect_cells, effect_headers, findings, trend_cells, trend_headers
 from ablate.report.table import Report, VariantRow
 from ablate.report.text import (design_note, display_cells, display_headers, legend, notes, one_line,
-                                precision_note, status_note, text_columns, verdict_columns)
+                                precision_note, fused_note, status_note, text_columns, verdict_columns)
 
 WIDTH = 120  # the terminal's lines of prose are wrapped to this; the verdict view's table fits it
 MIN_WRAP = 16  # the narrowest a wrapped verdict may be
@@ -78,7 +78,8 @@ def format_markdown(report: Report) -> str:
         lines += ["## Across sizes", ""]
         lines += _markdown_table(trend_headers(report), [trend_cells(report, t) for t in report.trends],
                                  {0, len(trend_headers(report)) - 1}) + [""]
-    return "\n".join([*lines, *missing_note(report), *precision_note(report), *notes(report), legend(report), ""])
+    return "\n".join([*lines, *missing_note(report), *precision_note(report), *fused_note(report), *notes(report),
+                      legend(report), ""])
 
 
 def _aligned(headers: list[str], rows: list[list[str]], left: set[int], paint: int | None = None,
@@ -142,7 +143,8 @@ def format_terminal(report: Report, *, wide: bool = False, colour: bool = False)
     if report.trends:
         out += ["", "across sizes:", *_aligned(trend_headers(report), [trend_cells(report, t) for t in report.trends],
                                                {0, len(trend_headers(report)) - 1})]
-    prose = [*missing_note(report), *precision_note(report), *notes(report), *([legend(report)] if wide else []),
+    prose = [*missing_note(report), *precision_note(report), *fused_note(report), *notes(report),
+             *([legend(report)] if wide else []),
              status_note(report), *(f"failed in {row.name}: {one_line(row.first_error)}"
                                     for row in report.variants if row.n_failed)]
     out += ["", *(textwrap.fill(line, WIDTH, subsequent_indent="  ") for line in prose)]

@@ -283,6 +283,17 @@ def precision_note(report: Report) -> list[str]:
             "precision's effect (set trainer.precision to one value to compare like with like)."]
 
 
+def fused_note(report: Report) -> list[str]:
+    """A line when runs trained as members of seed arrays (:mod:`ablate.train.array`): how many, and that their wall
+    time is their array's (shared by its members, not one run's)."""
+    fused = [run for run in report.runs if run.fused]
+    if not fused:
+        return []
+    arrays = len({run.fused.get("array") for run in fused})
+    return [f"seed arrays: {len(fused)} of {len(report.runs)} runs trained fused, in {arrays} array"
+            f"{'s' * (arrays != 1)}; a fused run's wall time is its array's, shared with the other members."]
+
+
 def status_note(report: Report) -> str:
     """``7 runs: 4 finished, 1 failed, 1 running, 1 pending.``"""
     counts = report.status_counts()

@@ -106,6 +106,7 @@ def test_a_fused_sweep_is_a_sweep_of_ordinary_runs(tmp_path, monkeypatch, capsys
         arrays.setdefault(result["fused"]["array"], set()).add(run["variant"])
     assert sorted(map(sorted, arrays.values())) == [["base"], ["wide"]]  # one array per variant
     assert "3/3" in out and "wide" in out  # the report counts every member as a run
+    assert "seed arrays: 6 of 6 runs trained fused, in 2 arrays" in " ".join(out.split())
     assert main(["sweep", str(path), "--fuse", "on", "--workers", "1"]) == 0  # relaunched: nothing to train
     assert len(list((sweep_dir / "arrays").glob("*.log"))) == 2
 
