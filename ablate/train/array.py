@@ -79,16 +79,24 @@ def train_array(cfgs: list[DictConfig], array_dir: Path | None = None) -> list[P
     for cfg, task in zip(cfgs, tasks):
         check_settings(cfg, system.model.template, task)
     array_dir = Path(array_dir) if array_dir else array_dir_of(cfgs)
+    done = [c.output_dir for c in cfgs if _settled(Path(c.output_dir), c)]
+    if done and len(done) < len(cfgs):  # trained again in another array it would be another run (its dropout masks)
+        raise ConfigError("output_dir", str(done[0]), "a run directory not yet trained to its end: this one is, and "
+                          "an array trains its members together; leave it out", "command line")
     run_dirs = [make_run_dir(c) for c in cfgs]
     with ExitStack() as locks:
         for run_dir in run_dirs:
             locks.enter_context(run_lock(run_dir))
-        done = [(read_result(d) or {}) for d in run_dirs]
-        if all(r.get("status") in ("finished", "failed", "stopped") and r.get("config_hash") == config_hash(c)
-               for r, c in zip(done, cfgs)):
+        if all(_settled(d, c) for d, c in zip(run_dirs, cfgs)):
             return run_dirs  # another process trained this array while we waited
         _fit(cfgs, system, MemberData(tasks, cfgs[0].data.pad_id), run_dirs, Path(array_dir), start, threads)
     return run_dirs
+
+
+def _settled(run_dir: Path, cfg: DictConfig) -> bool:
+    """Whether ``run_dir`` holds this config's run, ended (finished, failed or stopped)."""
+    result = read_result(run_dir) or {}
+    return result.get("status") in ("finished", "failed", "stopped") and result.get("config_hash") == config_hash(cfg)
 
 
 def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs: list[Path], array_dir: Path,

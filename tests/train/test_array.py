@@ -274,3 +274,13 @@ def test_a_config_that_does_not_fuse_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="keep_checkpoints"):
         train_array(cfgs)
     assert not any(tmp_path.iterdir())
+
+
+def test_an_array_never_trains_a_finished_member_again(tmp_path):
+    from ablate.errors import ConfigError
+
+    train(_cfg(tmp_path / "runs/s0", 0))
+    before = (tmp_path / "runs/s0/result.json").read_text()
+    with pytest.raises(ConfigError, match="not yet trained"):
+        train_array([_cfg(tmp_path / f"runs/s{s}", s) for s in (0, 1)])
+    assert (tmp_path / "runs/s0/result.json").read_text() == before and not (tmp_path / "runs/s1").exists()
