@@ -79,7 +79,7 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
         accelerator=tr.accelerator,
         devices=tr.devices,
         strategy=tr.strategy,
-        precision=resolve_precision(tr.precision, tr.accelerator),
+        precision=resolve_precision(tr.precision, tr.accelerator, cfg.model.d_model),
         max_steps=t.max_steps,
         max_epochs=-1,
         val_check_interval=t.val_every,
@@ -157,7 +157,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         write_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg))
     last = run_dir / "checkpoints" / "last.ckpt"
     resume = last if last.is_file() else None
-    precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator)
+    precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator, cfg.model.d_model)
     result: dict[str, Any] = {"status": "running", "config_hash": config_hash(cfg), "run_dir": str(run_dir),
                               "allocator": allocator_in_use(), "precision": precision}
     write(run_dir / "result.json", {**(read_result(run_dir) or {}), **result})
