@@ -25,8 +25,8 @@ from ablate.runs.files import config_hash, read_result, write_atomic, write_json
 from ablate.runs.lock import run_lock
 from ablate.runs.metrics import perplexity
 from ablate.runtime import allocator_in_use
-from ablate.train.callbacks import (FiniteLoss, Progress, StopRequest, TokenThroughput, ValidateAtLastStep,
-                                    WallClock)
+from ablate.train.callbacks import (FiniteLoss, LoggedLossBar, Progress, StopRequest, TokenThroughput,
+                                    ValidateAtLastStep, WallClock)
 from ablate.train.checkpoints import AtomicCheckpointIO, step_checkpoint_callback
 from ablate.train.precision import resolve_precision
 from ablate.train.preflight import check_run_dir, check_settings, make_run_dir
@@ -72,6 +72,8 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
                         save_last=True),
         LearningRateMonitor(logging_interval="step"),
     ]
+    if tr.enable_progress_bar:  # Lightning's bar, showing train/loss without reading it back at every step
+        checkpoints.append(LoggedLossBar(every=t.log_every))
     if t.keep_checkpoints:  # weights of the last k step checkpoints, for checkpoint averaging (section 6.1)
         checkpoints.append(step_checkpoint_callback(run_dir / "checkpoints", keep=t.keep_checkpoints,
                                                     every_n_train_steps=t.checkpoint_every or t.val_every))
