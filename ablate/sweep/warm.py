@@ -25,12 +25,18 @@ import multiprocessing.connection
 import os
 import signal
 import sys
+import tempfile
 import threading
 import types
 from collections.abc import Iterator
 from pathlib import Path
 
-PRELOAD = ["torch", "pytorch_lightning", "ablate.cli", "ablate.train.run", "ablate.evaluate.cli"]
+# wandb too: every run that logs to W&B (the default) imported it again, 1.3 s a run on the 2-core CPU (pydantic
+# building its settings' schemas), against once per sweep here (benchmarks/run_split.py).
+PRELOAD = ["torch", "pytorch_lightning", "wandb", "ablate.cli", "ablate.train.run", "ablate.evaluate.cli"]
+# Temporary folders wandb makes when it is imported, removed at exit; a run forked from the server shares them.
+SHARED_TEMPORARY = (("wandb.sdk.data_types._private", "MEDIA_TMP"),
+                    ("wandb.sdk.artifacts.artifact", "Artifact._TMP_DIR"))
 _context: list[multiprocessing.context.BaseContext] = []
 
 
@@ -84,6 +90,18 @@ def _die_with(parent: multiprocessing.process.BaseProcess | None) -> None:
         threading.Thread(target=watch, name="ablate-die-with-sweep", daemon=True).start()
 
 
+def _leave_shared_temporary_folders() -> None:
+    """Keep this run from removing, at its exit, the temporary folders the server's imports made (``SHARED_TEMPORARY``):
+    every later run uses them too; the server removes them when it exits."""
+    for module, path in SHARED_TEMPORARY:
+        folder = sys.modules.get(module)
+        for name in path.split("."):
+            folder = getattr(folder, name, None)
+        if isinstance(folder, tempfile.TemporaryDirectory):
+            folder._finalizer.detach()
+            atexit.unregister(folder.cleanup)
+
+
 def _child(args: list[str], log: str, env: dict[str, str], cwd: str | None) -> None:
     """In the forked process: become ``ablate ARGS`` with the slot's environment, writing to ``log``."""
     out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -99,6 +117,7 @@ def _child(args: list[str], log: str, env: dict[str, str], cwd: str | None) -> N
     from ablate.runtime import tune_glibc_malloc
 
     _die_with(multiprocessing.parent_process())
+    _leave_shared_temporary_folders()
     tune_glibc_malloc()
     if env.get("OMP_NUM_THREADS"):  # torch was imported under the server's environment: set its pool here
         import torch

@@ -1,5 +1,5 @@
 """Callbacks of a training run: token throughput, failing fast on a non-finite loss, progress for a sweep's
-pool, a graceful stop on request, and a validation at the last step."""
+pool, a graceful stop on request, a validation at the last step, and a progress bar that shows the logged loss."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.callbacks import TQDMProgressBar
 
 from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_json, write_json
 
@@ -185,3 +186,20 @@ class ValidateAtLastStep(pl.Callback):
                            batch_idx: int) -> None:
         if 0 < trainer.max_steps <= trainer.global_step:
             trainer.should_stop = True
+
+
+class LoggedLossBar(TQDMProgressBar):
+    """Lightning's progress bar, also showing ``train/loss`` as last logged: read from the device at the steps it is
+    logged at (every ``every`` steps, and the last), not at every step, as a ``prog_bar=True`` metric would be."""
+
+    def __init__(self, every: int):
+        super().__init__()
+        self.every = every
+        self._shown: dict[str, float] = {}
+
+    def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
+        step = trainer.global_step  # optimiser steps done, this one included
+        if step % self.every == 0 or trainer.should_stop or step >= trainer.max_steps > 0:
+            if (loss := trainer.callback_metrics.get("train/loss")) is not None:
+                self._shown = {"train/loss": float(loss)}
+        return {**super().get_metrics(trainer, pl_module), **self._shown}

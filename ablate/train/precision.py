@@ -1,10 +1,18 @@
-"""``trainer.precision=auto``: bf16-mixed where the machine computes bf16 natively, fp32 where it would emulate it.
+"""``trainer.precision=auto``: bf16-mixed where the machine computes bf16 natively and the model is wide enough for it
+to pay, fp32 elsewhere.
 
 Natively: a CUDA GPU from Ampere on, or a CPU with the AVX512-BF16 or AMX instructions (oneDNN's own
 ``is_mkldnn_bf16_supported`` also says yes for plain AVX-512, where it emulates bf16, so ablate asks for the
-instructions). On such a CPU ``benchmarks/train_step.py`` measured bf16-mixed at 1.67x fp32's tokens/s (the
-Multi30k model, one thread, 2026-11-25); on an AVX2-only CPU bf16 is emulated and was 7-18x slower than fp32,
-so auto stays fp32 there.
+instructions). On an AVX2-only CPU bf16 is emulated and was 7-18x slower than fp32, so auto stays fp32 there.
+
+Wide enough (CPU): autocast casts the weights and activations around every matmul, a cost that grows with
+d_model while the matmul's grows with d_model squared, so bf16 pays only above a width. ``benchmarks/precision.py``
+(one thread, AVX512-BF16 CPU, 2026-11-26, ablate's step on configs/default.yaml at each width, fp32 and bf16
+interleaved; fp32 ms / bf16 ms, paired median of 3 rounds of 20 steps, on the default task's 64-sentence batches /
+on ~1024-token batches): d_model 64 0.46 / 0.52, 96 0.45 / 0.60, 128 0.66 / 0.66, 192 0.83 / 1.11, 256 1.28 / 1.21.
+bf16 pays on both from 256 up: ``BF16_MIN_D_MODEL``. So the quickstart's d_model 64 trains in fp32 (its bf16 step
+took 2.2x fp32's), and the Multi30k model (d_model 256) in bf16-mixed, where ``benchmarks/train_step.py`` measured
+1.67x fp32's tokens/s. On a GPU the width is not consulted (not measured there).
 Any other value is Lightning's and passes through; the run's ``result.json`` records what was used.
 """
 
@@ -14,6 +22,7 @@ import torch
 
 
 GPU_ACCELERATORS = ("auto", "gpu", "cuda")  # Lightning's names that train on a CUDA GPU when there is one
+BF16_MIN_D_MODEL = 256  # on a CPU, auto picks bf16-mixed from this d_model up (benchmarks/precision.py, above)
 
 
 def bf16_native(device: str = "cuda") -> bool:
@@ -27,11 +36,17 @@ def bf16_native(device: str = "cuda") -> bool:
         return False
 
 
-def resolve_precision(precision: str, accelerator: str = "auto") -> str:
+def resolve_precision(precision: str, accelerator: str = "auto", d_model: int | None = None) -> str:
     """The Lightning precision a run uses: ``auto`` resolved for the device ``accelerator`` picks (fp32 on any
-    other accelerator, e.g. ``mps``)."""
+    other accelerator, e.g. ``mps``) and, on a CPU, the model's width ``d_model`` (bf16-mixed from
+    ``BF16_MIN_D_MODEL`` up; None: the width is not known, the device alone decides)."""
     if precision != "auto":
         return precision
-    if str(accelerator) in GPU_ACCELERATORS:
-        return "bf16-mixed" if bf16_native("cuda") else "32-true"
-    return "bf16-mixed" if str(accelerator) == "cpu" and bf16_native("cpu") else "32-true"
+    if str(accelerator) in GPU_ACCELERATORS:  # bf16_native("cuda") asks the CPU where there is no GPU
+        native, on_cpu = bf16_native("cuda"), not torch.cuda.is_available()
+    elif str(accelerator) == "cpu":
+        native, on_cpu = bf16_native("cpu"), True
+    else:
+        return "32-true"
+    narrow = on_cpu and d_model is not None and d_model < BF16_MIN_D_MODEL
+    return "bf16-mixed" if native and not narrow else "32-true"

@@ -25,8 +25,8 @@ from ablate.runs.files import config_hash, read_result, write_atomic, write_json
 from ablate.runs.lock import run_lock
 from ablate.runs.metrics import perplexity
 from ablate.runtime import allocator_in_use
-from ablate.train.callbacks import (FiniteLoss, Progress, StopRequest, TokenThroughput, ValidateAtLastStep,
-                                    WallClock)
+from ablate.train.callbacks import (FiniteLoss, LoggedLossBar, Progress, StopRequest, TokenThroughput,
+                                    ValidateAtLastStep, WallClock)
 from ablate.train.checkpoints import AtomicCheckpointIO, step_checkpoint_callback
 from ablate.train.precision import resolve_precision
 from ablate.train.preflight import check_run_dir, check_settings, make_run_dir
@@ -72,6 +72,8 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
                         save_last=True),
         LearningRateMonitor(logging_interval="step"),
     ]
+    if tr.enable_progress_bar:  # Lightning's bar, showing train/loss without reading it back at every step
+        checkpoints.append(LoggedLossBar(every=t.log_every))
     if t.keep_checkpoints:  # weights of the last k step checkpoints, for checkpoint averaging (section 6.1)
         checkpoints.append(step_checkpoint_callback(run_dir / "checkpoints", keep=t.keep_checkpoints,
                                                     every_n_train_steps=t.checkpoint_every or t.val_every))
@@ -89,7 +91,7 @@ def trainer_settings(cfg: DictConfig, root: Path, **more: Any) -> dict[str, Any]
         accelerator=tr.accelerator,
         devices=tr.devices,
         strategy=tr.strategy,
-        precision=resolve_precision(tr.precision, tr.accelerator),
+        precision=resolve_precision(tr.precision, tr.accelerator, cfg.model.d_model),
         max_steps=t.max_steps,
         max_epochs=-1,
         val_check_interval=t.val_every,
@@ -163,7 +165,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         write_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg))
     last = run_dir / "checkpoints" / "last.ckpt"
     resume = last if last.is_file() else None
-    precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator)
+    precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator, cfg.model.d_model)
     result: dict[str, Any] = {"status": "running", "config_hash": config_hash(cfg), "run_dir": str(run_dir),
                               "allocator": allocator_in_use(), "precision": precision}
     write(run_dir / "result.json", {**(read_result(run_dir) or {}), **result})

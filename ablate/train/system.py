@@ -31,6 +31,11 @@ class TransformerSystem(pl.LightningModule):
 
     A component's auxiliary losses (:mod:`ablate.components.auxiliary`) join the training objective with their
     weights and are logged apart (``train/aux/<name>``, ``val/aux/<name>``), never in ``val/loss``.
+
+    ``train/loss`` is the mean over the steps since it was last logged, summed on the loss's device and logged every
+    ``train.log_every`` steps (and at the last), not with ``prog_bar=True``: Lightning converts a step's progress-bar
+    metrics to Python numbers whenever it gathers its metrics (three times a step), which stalls the loop on a GPU.
+    The bar shows it as logged (:class:`ablate.train.callbacks.LoggedLossBar`).
     """
 
     def __init__(self, config: dict):
@@ -42,6 +47,9 @@ class TransformerSystem(pl.LightningModule):
         self.n_params = count_parameters(self.model)
         self.val_nll = MeanMetric()
         self.val_acc = MeanMetric()
+        self._loss_sum: torch.Tensor | float = 0.0  # train/loss over the steps since it was last logged, on its device
+        self._loss_steps = 0
+        self._logged_at = -1  # the global step train/loss was last logged at
         self._scored: dict[tuple[int, str], torch.Tensor] = {}
         # Training projects only the scored real tokens, chunked, when the head is one matrix product
         # (ablate.train.loss); validation keeps the full logits (its per-token loss and accuracy as they were).
@@ -100,10 +108,34 @@ class TransformerSystem(pl.LightningModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss, aux = self.training_loss(batch)
-        self.log("train/loss", loss, prog_bar=True)
+        self._log_loss(loss.detach())
         for name, value in by_name(aux).items():
             self.log(f"train/aux/{name}", value.detach())
         return loss + weighted_total(aux)
+
+    def _log_loss(self, loss: torch.Tensor) -> None:
+        """Adds a step's loss to the window and logs the window's mean at the steps Lightning writes logs at (every
+        ``log_every`` optimiser steps, and the last); never reads it back to the host. The micro-batches of one
+        optimiser step (``accumulate_grad_batches``) join the same window; the last of them is the one written."""
+        step = self.global_step  # optimiser steps done before this one
+        if self._logged_at not in (-1, step):  # the first micro-batch after a logged step starts a new window
+            self._loss_sum, self._loss_steps, self._logged_at = 0.0, 0, -1
+        self._loss_sum = self._loss_sum + loss
+        self._loss_steps += 1
+        trainer = self._trainer  # None outside a Trainer (a test calling training_step): nothing to log to
+        if trainer is not None and ((step + 1) % trainer.log_every_n_steps == 0 or step + 1 >= trainer.max_steps > 0):
+            self.log("train/loss", self._loss_sum / self._loss_steps)
+            self._logged_at = step
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["train_loss_window"] = {"sum": self._loss_sum, "steps": self._loss_steps,
+                                           "logged_at": self._logged_at}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """A resumed run logs the same ``train/loss`` means as the run it continues (when ``val_every`` is not a
+        multiple of ``log_every``, a checkpoint falls inside a window)."""
+        window = checkpoint.get("train_loss_window", {"sum": 0.0, "steps": 0, "logged_at": -1})
+        self._loss_sum, self._loss_steps, self._logged_at = window["sum"], window["steps"], window["logged_at"]
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         nll, logits, labels, aux = self._token_losses(batch, 0.0)

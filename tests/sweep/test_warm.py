@@ -73,3 +73,26 @@ def test_a_script_without_a_main_guard_can_run_warm_runs(tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert done.stdout.strip() == "code 0", done.stderr[-2000:]
     assert _result(tmp_path / "script")["status"] == "finished"
+
+
+def _exit_as_a_warm_run(leave: bool) -> None:
+    import atexit
+
+    if leave:
+        warm._leave_shared_temporary_folders()
+    atexit._run_exitfuncs()  # what a warm run does at its end (multiprocessing then ends it with os._exit)
+
+
+def test_a_warm_run_leaves_the_temporary_folders_of_the_servers_wandb_to_later_runs():
+    import multiprocessing
+
+    import wandb  # noqa: F401  (the server imports it: warm.PRELOAD)
+    from wandb.sdk.artifacts.artifact import Artifact
+    from wandb.sdk.data_types._private import MEDIA_TMP
+
+    assert "wandb" in warm.PRELOAD
+    folders = [Path(MEDIA_TMP.name), Path(Artifact._TMP_DIR.name)]
+    run = multiprocessing.get_context("fork").Process(target=_exit_as_a_warm_run, args=(True,))
+    run.start()
+    run.join()
+    assert run.exitcode == 0 and all(folder.is_dir() for folder in folders)

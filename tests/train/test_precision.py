@@ -1,5 +1,5 @@
-"""``trainer.precision=auto``: bf16-mixed only where bf16 is native; the run records what it used and bf16-mixed
-computes the same losses as fp32 up to bf16's rounding."""
+"""``trainer.precision=auto``: bf16-mixed only where bf16 is native and, on a CPU, the model is wide enough for it to
+pay; the run records what it used and bf16-mixed computes the same losses as fp32 up to bf16's rounding."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import ablate
 from ablate.runs.files import read_metrics
 from ablate.train import precision
-from ablate.train.precision import bf16_native, resolve_precision
+from ablate.train.precision import BF16_MIN_D_MODEL, bf16_native, resolve_precision
 from ablate.train.run import train
 from tests.conftest import REPO
 
@@ -45,6 +45,27 @@ def test_auto_picks_bf16_mixed_only_where_bf16_is_native(monkeypatch):
         assert resolve_precision(explicit, "cpu") == explicit  # anything else is Lightning's and passes through
 
 
+def test_on_a_cpu_auto_picks_bf16_mixed_only_from_the_measured_width_up(monkeypatch):
+    monkeypatch.setattr(precision, "bf16_native", lambda device: True)
+    monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: False)
+    for accelerator in ("cpu", "auto"):
+        assert resolve_precision("auto", accelerator, 64) == "32-true"  # the quickstart's model: bf16 took 2.2x fp32
+        assert resolve_precision("auto", accelerator, BF16_MIN_D_MODEL - 1) == "32-true"
+        assert resolve_precision("auto", accelerator, BF16_MIN_D_MODEL) == "bf16-mixed"
+        assert resolve_precision("auto", accelerator, 512) == "bf16-mixed"
+        assert resolve_precision("auto", accelerator) == "bf16-mixed"  # width unknown: the device alone decides
+    assert resolve_precision("bf16-mixed", "cpu", 64) == "bf16-mixed"  # asked for: passes through whatever the width
+    monkeypatch.setattr(precision, "bf16_native", lambda device: False)
+    assert resolve_precision("auto", "cpu", 4096) == "32-true"  # emulated bf16: fp32 whatever the width
+
+
+def test_on_a_gpu_the_width_is_not_consulted(monkeypatch):
+    monkeypatch.setattr(precision, "bf16_native", lambda device: device == "cuda")
+    monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: True)
+    assert resolve_precision("auto", "auto", 64) == resolve_precision("auto", "gpu", 64) == "bf16-mixed"
+    assert resolve_precision("auto", "cpu", 512) == "32-true"  # accelerator=cpu asks the CPU (not native here)
+
+
 def _run(tmp: Path, name: str, value: str) -> Path:
     cfg = ablate.load_config(REPO / "configs/default.yaml", [
         "train.max_steps=4", "train.val_every=2", "train.log_every=1", "logger=none", "trainer.accelerator=cpu",
@@ -55,7 +76,8 @@ def _run(tmp: Path, name: str, value: str) -> Path:
 
 def test_a_run_records_the_precision_auto_chose_and_bf16_mixed_matches_fp32(tmp_path):
     auto = json.loads((_run(tmp_path, "auto", "auto") / "result.json").read_text())
-    assert auto["precision"] == ("bf16-mixed" if bf16_native("cpu") else "32-true")
+    wide = ablate.load_config(REPO / "configs/default.yaml").model.d_model >= BF16_MIN_D_MODEL
+    assert auto["precision"] == ("bf16-mixed" if bf16_native("cpu") and wide else "32-true")
     losses = {}
     for value in ("32-true", "bf16-mixed"):
         run_dir = _run(tmp_path, value, value)
