@@ -9,8 +9,9 @@ A member whose training loss turns NaN or infinite is *out* from that step: its 
 gradients are zeroed, so its weights stop where they went bad, and the others train on (members share no parameter,
 so nothing of it reaches them). The step is kept on the device (``first_bad``) and read by the array's callback
 every ``log_every`` steps (:class:`ablate.train.members.Members`), which fails that member's run. A member stopped by
-a request (hyperband's STOP) is out the same way. Nothing here waits for the device: the step's per-member losses
-stay on it (``train_last``) until the callback logs them.
+a request (hyperband's STOP) is out the same way. Nothing here waits for the device: the members' training losses
+are summed on it (``train_sum``, ``train_steps``) and the callback logs their mean over the steps since its last
+log, as a solo run's ``train/loss`` is (:class:`ablate.train.system.TransformerSystem`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ class FusedSystem(pl.LightningModule):
         self.k, self.pad_id = self.model.k, self.cfg.data.pad_id
         self.register_buffer("first_bad", torch.full((self.k,), RUNNING, dtype=torch.long))  # (K,) step, or -1
         self.register_buffer("out", torch.zeros(self.k, dtype=torch.bool))  # (K,) failed or stopped
-        self.register_buffer("train_last", torch.zeros(self.k), persistent=False)  # (K,) the last step's train/loss
+        # (K,) train/loss summed over the steps since the last log, and their count; in checkpoints, so that a resumed
+        # array logs the values of the uninterrupted one
+        self.register_buffer("train_sum", torch.zeros(self.k))
+        self.register_buffer("train_steps", torch.zeros((), dtype=torch.long))
         self.val_sums = torch.zeros(3, self.k)  # (nll, correct, tokens) x K over the validation so far
         self.val_metrics: dict[str, torch.Tensor] = {}  # the last validation's per-member metrics, each (K,)
         self.aux_last: dict[str, torch.Tensor] = {}  # the last step's per-member auxiliary losses, each (K,)
@@ -83,7 +87,8 @@ class FusedSystem(pl.LightningModule):
         self.first_bad.copy_(torch.where(bad, self.global_step, self.first_bad))
         self.out.logical_or_(bad)
         keep = ~self.out
-        self.train_last.copy_(ce.detach())
+        self.train_sum.add_(ce.detach())
+        self.train_steps.add_(1)
         self.aux_last = {name: value.detach() for name, value in aux.items()}
         return torch.where(keep, ce + aux_total, 0.0).sum()
 

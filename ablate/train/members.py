@@ -95,7 +95,9 @@ class Members(pl.Callback):
         self.train_seconds += seconds
         tokens = self._tokens.tolist() if self._tokens is not None else [0] * len(self.members)
         self._tokens = None
-        losses = pl_module.train_last.tolist()
+        losses = (pl_module.train_sum / pl_module.train_steps.clamp(min=1)).tolist()  # (K,) the window's mean
+        pl_module.train_sum.zero_()
+        pl_module.train_steps.zero_()
         self._check(trainer, pl_module)
         lr = trainer.optimizers[0].param_groups[0]["lr"]
         aux = {name: value.tolist() for name, value in pl_module.aux_last.items()}
