@@ -72,7 +72,7 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
                         save_last=True),
         LearningRateMonitor(logging_interval="step"),
     ]
-    if tr.enable_progress_bar:  # Lightning's bar, showing train/loss without reading it back at every step
+    if cfg.trainer.enable_progress_bar:  # Lightning's bar, showing train/loss without reading it back at every step
         checkpoints.append(LoggedLossBar(every=t.log_every))
     if t.keep_checkpoints:  # weights of the last k step checkpoints, for checkpoint averaging (section 6.1)
         checkpoints.append(step_checkpoint_callback(run_dir / "checkpoints", keep=t.keep_checkpoints,
