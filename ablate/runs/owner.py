@@ -5,7 +5,8 @@ one of the same kind and identity.
 
 A run's identity is its config hash, declared in its ``result.json`` and ``config.yaml`` (:mod:`ablate.runs.files`;
 :func:`ablate.train.preflight.check_run_dir` names the keys that differ); a sweep's is its name and what the overrides
-it was launched with set (:func:`sweep_identity`: their order aside). A folder written by an ablate older than the marker is known by its files (:data:`FILES`).
+it was launched with set (:func:`sweep_identity`: their order aside). A folder written by an ablate older than the
+marker is known by its files (:data:`FILES`).
 
 :func:`check_folder` is what every writer asks before its first write: it refuses, in one line naming the option and
 the path, an existing file, the root, a folder of another kind (or holding files ablate did not write), a folder of

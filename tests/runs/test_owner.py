@@ -84,7 +84,8 @@ def test_a_folder_written_before_the_marker_is_known_by_its_files(tmp_path):
 
 
 ORDERS = [["model.dropout=0.1", "train.max_steps=3"], ["train.max_steps=3", "model.dropout=0.1"],
-          ["train.max_steps=9", "model.dropout=0.1", "train.max_steps=3"], ["model.dropout=0.10", "train.max_steps=3.0"]]
+          ["train.max_steps=9", "model.dropout=0.1", "train.max_steps=3"],
+          ["model.dropout=0.10", "train.max_steps=3.0"]]
 
 
 @pytest.mark.parametrize("order", range(len(ORDERS)))
