@@ -7,12 +7,17 @@
   (resuming under another would relabel steps trained one way as trained another), and whose last checkpoint, if
   any, can be read.
 
-Each refusal is a :class:`ablate.errors.ConfigError`: one line, exit code 2, nothing written.
+Each refusal is a :class:`ablate.errors.ConfigError`: one line, exit code 2, nothing written. What can only fail once
+training runs (a loss that turns NaN, memory that runs out) leaves no half-made folder (:func:`discard`): a folder the
+command made is removed unless the run saved a checkpoint a rerun resumes from; otherwise ``result.json`` says
+``failed`` and why.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import time
 import zipfile
 from pathlib import Path
@@ -79,9 +84,13 @@ def check_trainer(cfg: DictConfig) -> None:
         quiet.setLevel(level)
 
 
-def make_run_dir(cfg: DictConfig) -> Path:
+def make_run_dir(cfg: DictConfig) -> tuple[Path, Path | None]:
     """The run directory, checked and then created (with its marker, :mod:`ablate.runs.owner`): ``output_dir``, or a
     new ``runs/<name>/<time>-<hash>`` (a suffix when another process made that one in the same second).
+
+    Returns:
+        The run directory, and the outermost folder this call created for it (None when it existed): what
+        :func:`discard` removes.
 
     Raises:
         ConfigError: it cannot be a folder of this run (:func:`ablate.runs.owner.check_folder`,
@@ -91,16 +100,45 @@ def make_run_dir(cfg: DictConfig) -> Path:
         run_dir = Path(cfg.output_dir)
         check_folder(run_dir, "run", None, key="output_dir", source=None)
         check_run_dir(run_dir, cfg, read_result(run_dir) or {})
+        made = _outermost_missing(run_dir)
         claim(run_dir, "run", None, key="output_dir", source=None)
     else:
         stem = Path("runs") / cfg.name / f"{time.strftime('%Y%m%d-%H%M%S')}-{config_hash(cfg)[:6]}"
         run_dir, k = stem, 1
         check_folder(stem, "run", None, key="output_dir", source=None)  # runs/ a file, or this folder inside a run's
-        while not _mkdir(run_dir):
+        while (made := _outermost_missing(run_dir)) is None or not _mkdir(run_dir):
             k += 1
             run_dir = stem.with_name(f"{stem.name}-{k}")
         claim(run_dir, "run", None, key="output_dir", source=None)
-    return run_dir
+    return run_dir, made
+
+
+def _outermost_missing(path: Path) -> Path | None:
+    """The outermost of ``path`` and its parents that does not exist (not even as a dangling link); None if
+    ``path`` exists."""
+    missing = [p for p in (path, *path.parents) if not os.path.lexists(p)]
+    return missing[-1] if missing else None
+
+
+def discard(run_dir: Path, made: Path | None) -> bool:
+    """Remove the folder of a run that failed, when this command made it (``made``: :func:`make_run_dir`'s) and the
+    run saved no checkpoint a rerun would resume from: the place is then as it was before the command, folders made
+    for it included (those another process has since written in stay). Call it while the run's lock is held.
+
+    Returns:
+        Whether it was removed; False leaves it as it is, for its ``result.json`` to say why the run failed.
+    """
+    if made is None or any((run_dir / "checkpoints").glob("*.ckpt")):
+        return False
+    shutil.rmtree(run_dir)
+    for parent in run_dir.parents:
+        if parent == made.parent:
+            break
+        try:
+            parent.rmdir()
+        except OSError:  # not empty: another run's folder is in it
+            break
+    return True
 
 
 def _mkdir(path: Path) -> bool:
