@@ -24,6 +24,15 @@ def synthetic_run(tmp_path_factory) -> Path:
                                                   "trainer.enable_progress_bar=false", f"output_dir={out / 'run'}"]))
 
 
+@pytest.fixture(scope="module")
+def learned_run(tmp_path_factory) -> Path:
+    """A finished run of the embedded task whose positions are learned: it encodes at most 16 of them."""
+    out = tmp_path_factory.mktemp("learned")
+    return train(ablate.load_config(None, TINY + ["train.max_steps=2", "train.val_every=2", "model.positional=learned",
+                                                  "model.positional_args.max_len=16",
+                                                  "trainer.enable_progress_bar=false", f"output_dir={out / 'run'}"]))
+
+
 def _owned(folder: Path, kind: str, identity: dict | None, files: dict[str, str]) -> None:
     """A folder as ablate writes it: its marker and ``files`` (relative path -> text)."""
     folder.mkdir(parents=True)
@@ -325,6 +334,13 @@ RUN_MISTAKES = [  # on a run directory: {run} translation, {lm} language model, 
     (["evaluate", "{lm}", "--lengths", "1,100000"], "--lengths='1,100000' is not allowed"),
     (["evaluate", "{run}", "--beam", "100000000"],
      "--beam=100000000 is not allowed; expected a positive integer up to"),
+    # issue 27, cause 4: a text is bounded by the positions the run's model can encode (learned: 16)
+    (["generate", "{learned}", "--prompt", " ".join(map(str, range(3, 20)))],
+     "expected text the run's model can encode: this is 17 tokens, and LearnedPositional encodes at most 16 positions"),
+    (["attention", "{learned}", "--text", " ".join(map(str, range(3, 20))), "--out", "a.png"],
+     "--text='3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19' is not allowed; expected text the run's model can encode"),
+    (["attention", "{learned}", "--text", "3 4", "--target", " ".join(map(str, range(3, 19))), "--out", "a.png"],
+     "this is 16 tokens and 1 more, and LearnedPositional encodes at most 16 positions"),
 ]
 
 
@@ -353,9 +369,21 @@ def test_a_mistake_is_one_line_exit_2_and_writes_nothing(argv, message, work, ca
 
 @pytest.mark.slow
 @pytest.mark.parametrize("argv,message", RUN_MISTAKES, ids=[" ".join(a) for a, _ in RUN_MISTAKES])
-def test_a_mistake_about_a_run_is_one_line_too(argv, message, work, capsys, run_dir, lm_run_dir, synthetic_run):
-    dirs = {"run": run_dir, "lm": lm_run_dir, "synthetic": synthetic_run}
+def test_a_mistake_about_a_run_is_one_line_too(argv, message, work, capsys, run_dir, lm_run_dir, synthetic_run,
+                                               learned_run):
+    dirs = {"run": run_dir, "lm": lm_run_dir, "synthetic": synthetic_run, "learned": learned_run}
     _check([a.format(**dirs) for a in argv], message, capsys, work)
+
+
+def test_a_text_as_long_as_the_model_encodes_is_drawn_and_translated(learned_run, work, capsys):
+    """The bound is the model's own: 16 source tokens are drawn (their translation's last token, which has no position
+    as a decoder input, left out), and 15 target tokens after the BOS; one more is refused (RUN_MISTAKES)."""
+    sixteen = " ".join(map(str, range(3, 19)))
+    assert main(["attention", str(learned_run), "--text", sixteen, "--out", "a.png"]) == 0
+    assert main(["attention", str(learned_run), "--text", "3 4", "--target", sixteen.rsplit(" ", 1)[0], "--out",
+                 "b.png"]) == 0
+    assert main(["generate", str(learned_run), "--prompt", sixteen]) == 0
+    assert (work / "a.png").is_file() and (work / "b.png").is_file()
 
 
 def test_there_are_at_least_a_hundred_of_them():
