@@ -96,6 +96,9 @@ def work(tmp_path, monkeypatch) -> Path:
         "sexagesimal.yaml": "train:\n  max_steps: 1:30\n",
         "octal_sweep.yaml": "parameters:\n  model.n_layers: {values: [010, 2]}\n",
         "empty.yaml": "# nothing yet\n",
+        "swept.yaml": f"base: {REPO / 'configs/default.yaml'}\nparameters:\n  model.dropout: {{values: [0.1, 0.2]}}\n",
+        "rowsall.yaml": f"base: {REPO / 'configs/default.yaml'}\nrows: [{{name: a, model.dropout: 0.0}}, "
+                        "{name: b, model.dropout: 0.2}]\n",
         "deep.yaml": "a: " + "[" * 5000 + "]" * 5000 + "\n",
     }.items():
         (tmp_path / name).write_text(text)
@@ -120,6 +123,8 @@ def work(tmp_path, monkeypatch) -> Path:
     (tmp_path / "notes" / "notes.txt").write_text("a researcher's notes\n")
     _owned(tmp_path / "arun", "run", None, {"config.yaml": "name: x\n", "result.json": "{}"})
     _owned(tmp_path / "asweep", "sweep", {"name": "s", "overrides": []}, {"plan.json": '{"name": "s", "runs": []}'})
+    _owned(tmp_path / "ordered", "sweep", {"name": "s", "overrides": ["train.max_steps=3", "model.dropout=0.1"]},
+           {"plan.json": '{"name": "s", "runs": []}'})  # a marker as written before sweep_identity: the list as given
     _owned(tmp_path / "garbagerun", "run", None, {"config.yaml": ": : [\n"})
     _owned(tmp_path / "strmetric", "sweep", {"name": "s", "overrides": []},
            {"plan.json": json.dumps({"name": "s", "metric": {"name": "val/loss"}, "runs": [
@@ -260,8 +265,11 @@ MISTAKES = [
     (["sweep", SWEEP, "--out", "notes"], "(this is a folder of files ablate did not write"),
     (["sweep", SWEEP, "--out", "a_file/sweep"], "(its parent"),
     (["sweep", "other.yaml", "--out", "asweep"], "belongs to another sweep: name: 's' -> 'other'"),
-    (["sweep", SWEEP, "--out", "asweep", "model.dropout=0.3"], "belongs to another sweep: overrides: [] -> "
-     "['model.dropout=0.3']"),
+    (["sweep", SWEEP, "--out", "asweep", "model.dropout=0.3"], "belongs to another sweep: overrides: {} -> "
+     "{'model': {'dropout': 0.3}}"),
+    (["sweep", SWEEP, "--dry-run", "--out", "ordered", "model.dropout=0.2", "train.max_steps=3"],
+     "belongs to another sweep: overrides: {'train': {'max_steps': 3}, 'model': {'dropout': 0.1}} -> "
+     "{'model': {'dropout': 0.2}, 'train': {'max_steps': 3}}"),
     (["sweep", SWEEP, "--out", "arun/sweep"], "not a folder inside the run folder"),
     (["train", *TINY, "output_dir=asweep"], "output_dir='asweep' is not allowed; expected a new folder or a run folder "
      "(this is a sweep folder"),
@@ -284,6 +292,11 @@ MISTAKES = [
     (["sweep", "octal_sweep.yaml"], "010 is octal to YAML 1.1 (8)"),
     (["train", "model.n_layers=010"], "model.n_layers='010' is not allowed; expected a value read the same by every"),
     (["sweep", SWEEP, "--dry-run", "train.max_steps=1:30"], "1:30 is a number in base 60 to YAML 1.1 (90)"),
+    (["sweep", "swept.yaml", "--dry-run", "model.dropout=0.3"], "model.dropout='0.3' is not allowed; expected a key "
+     "the sweep does not set in every run (parameters.model.dropout in swept.yaml sets it, so this override would "
+     "change no run)"),
+    (["sweep", "seeds.yaml", "--dry-run", "seed=5"], "(parameters.seed in seeds.yaml sets it"),
+    (["sweep", "rowsall.yaml", "--dry-run", "model.dropout=0.3"], "(every row (a, b) in rowsall.yaml sets it"),
     # checked before the first write
     (["train", *TINY, "train.schedule_args.warmup=-5", "output_dir=run"],
      "train.schedule_args.warmup=-5 is not allowed"),
@@ -431,6 +444,15 @@ def test_options_and_overrides_in_any_order(work, capsys):
     capsys.readouterr()
     assert main(["describe", "--json", "configs/default.yaml", "model.d_ff=128"]) == 0
     assert json.loads(capsys.readouterr().out)["config"]["model"]["d_ff"] == 128
+
+
+def test_a_sweeps_overrides_in_any_order_are_the_same_sweep(work, capsys):
+    """Issue 27: the sweep folder claimed by `s.yaml train.max_steps=3 model.dropout=0.1` is the sweep of the same
+    overrides in any order (other values are refused: MISTAKES)."""
+    before = _files(work)
+    assert main(["sweep", SWEEP, "--dry-run", "--out", "ordered", "model.dropout=0.1", "train.max_steps=3"]) == 0
+    assert main(["sweep", SWEEP, "--dry-run", "--out", "ordered", "train.max_steps=3", "model.dropout=0.1"]) == 0
+    assert _files(work) == before
 
 
 def test_version_and_help(capsys):
