@@ -301,6 +301,9 @@ MISTAKES = [
     (["train", *TINY, "train.schedule_args.warmup=-5", "output_dir=run"],
      "train.schedule_args.warmup=-5 is not allowed"),
     # bounds, and no 44M-parameter run by accident
+    (["train", "configs/default.yaml", "logger=none", "model.n_layers=100", "model.d_model=65536", "model.n_heads=64",
+      "model.d_ff=1048576", "output_dir=huge"], "model='32,642,120,024,064 parameters' is not allowed; expected a "
+     "model that fits in"),
     (["describe", "configs/default.yaml", "model.n_layers=99999999999999999999999999"],
      "model.n_layers=99999999999999999999999999 is not allowed; expected a positive integer up to 1,000"),
     (["train", "train.max_steps=10000000000000"], "train.max_steps=10000000000000 is not allowed"),

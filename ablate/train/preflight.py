@@ -1,5 +1,6 @@
 """Before a run writes anything: every setting it will use is checked, and its run directory is one it may use.
 
+- Whether the model fits the machine at all (:func:`check_memory`, before it is built).
 - Settings only the libraries know: Lightning's own checks of ``trainer.*`` (a throwaway Trainer), the schedule's
   arguments, W&B's mode and its credentials, and positions the model cannot encode for the task's longest training
   sequence.
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
+import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
@@ -35,6 +37,46 @@ from ablate.runs.owner import check_folder, claim
 from ablate.train.system import build_schedule
 
 TRAINER_KEYS = ("accelerator", "devices", "strategy", "precision")
+# What training holds per parameter at the very least, whatever the precision and optimiser: a 16-bit weight and its
+# 16-bit gradient (fp32 weights and Adam's moments take 16 bytes: sweep/memory.py). A model past the memory of the
+# device it trains on at this rate cannot start on any setting; building it would take that memory first.
+LEAST_BYTES_PER_PARAMETER = 4
+SHARDING = ("fsdp", "deepspeed")  # strategies that split the weights over devices: each holds a part
+
+
+def device_memory(accelerator: str) -> tuple[int, str] | None:
+    """The memory of the device a run trains on, in bytes, and its name: the first CUDA GPU's for a GPU accelerator
+    (``auto`` when there is one), this machine's RAM for the CPU; None when it cannot say (another accelerator)."""
+    from ablate.train.precision import GPU_ACCELERATORS
+
+    if str(accelerator) in GPU_ACCELERATORS and torch.cuda.is_available():
+        return torch.cuda.get_device_properties(0).total_memory, f"the GPU ({torch.cuda.get_device_name(0)})"
+    if str(accelerator) in ("auto", "cpu"):
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory"
+        except (ValueError, OSError, AttributeError):  # not a POSIX system that says
+            return None
+    return None
+
+
+def check_memory(cfg: DictConfig) -> None:
+    """A model too large for the device it would train on, counted on the meta device (nothing allocated).
+
+    Raises:
+        ConfigError: its parameters at :data:`LEAST_BYTES_PER_PARAMETER` exceed the device's whole memory.
+    """
+    from ablate.model.meta import build_on_meta
+
+    if any(name in str(cfg.trainer.strategy) for name in SHARDING) or (memory := device_memory(
+            cfg.trainer.accelerator)) is None:
+        return
+    have, where = memory
+    n = sum(p.numel() for p in build_on_meta(cfg).parameters())
+    if n * LEAST_BYTES_PER_PARAMETER > have:
+        raise ConfigError("model", f"{n:,} parameters", f"a model that fits in {where}: {have / 2**30:,.1f} GiB holds "
+                          f"at most {have // LEAST_BYTES_PER_PARAMETER:,} parameters while training (a 16-bit weight "
+                          f"and its gradient each, {LEAST_BYTES_PER_PARAMETER} bytes); this one needs "
+                          f"{n * LEAST_BYTES_PER_PARAMETER / 2**30:,.1f} GiB")
 
 
 def check_settings(cfg: DictConfig, model: nn.Module, data: Any) -> None:

@@ -29,7 +29,7 @@ from ablate.train.callbacks import (FiniteLoss, Progress, StopRequest, TokenThro
                                     WallClock)
 from ablate.train.checkpoints import AtomicCheckpointIO, step_checkpoint_callback
 from ablate.train.precision import resolve_precision
-from ablate.train.preflight import check_run_dir, check_settings, discard, make_run_dir
+from ablate.train.preflight import check_memory, check_run_dir, check_settings, discard, make_run_dir
 from ablate.train.resume import ExactResume
 from ablate.train.system import TransformerSystem
 from ablate.train.threads import use_threads
@@ -136,6 +136,7 @@ def train(cfg: DictConfig) -> Path:
     start = time.time()
     threads = use_threads(cfg.trainer.threads)  # a bad count is named before anything is built or written
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    check_memory(cfg)  # a model past the machine's memory is refused before building it takes that memory
     # Build first: a component that rejects its arguments fails before anything is written.
     system = TransformerSystem(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
     data = build_task(cfg)

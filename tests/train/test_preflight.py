@@ -140,3 +140,27 @@ def test_a_run_that_fails_after_its_first_checkpoint_is_kept_to_resume(in_tmp, m
     train(cfg)  # the same command again: it resumes from the checkpoint and finishes
     result = json.loads((Path("run") / "result.json").read_text())
     assert result["status"] == "finished" and result["step"] == 6 and result["resumed_from"]
+
+
+# Issue 27, cause 4: bounds from the model and the machine. A model whose parameters alone (a 16-bit weight and its
+# gradient: 4 bytes each, whatever the precision and optimiser) exceed the memory of the device it trains on is refused
+# before it is built (counted on the meta device), instead of taking that memory or being killed for it.
+def test_a_model_past_the_devices_memory_is_refused_before_it_is_built(in_tmp, monkeypatch):
+    from ablate.model import build_model
+
+    cfg = ablate.load_config(None, TINY + STEP + ["output_dir=run"])
+    n = sum(p.numel() for p in build_model(cfg).parameters())  # a real build, counted apart from the check's
+    monkeypatch.setattr(preflight, "device_memory", lambda accelerator: (4 * n - 1, "a small machine's memory"))
+    with pytest.raises(ConfigError, match=re.escape(f"model='{n:,} parameters' is not allowed; expected a model that "
+                                                    f"fits in a small machine's memory: 0.0 GiB holds at most "
+                                                    f"{n - 1:,} parameters while training")):
+        train(cfg)
+    assert list(in_tmp.iterdir()) == []
+    monkeypatch.setattr(preflight, "device_memory", lambda accelerator: (4 * n, "a small machine's memory"))
+    preflight.check_memory(cfg)  # exactly fits
+
+
+def test_the_cpus_memory_is_the_machines_ram():
+    meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    assert preflight.device_memory("cpu") == (int(meminfo["MemTotal"].split()[0]) * 1024, "this machine's memory")
+    assert preflight.device_memory("mps") is None  # an accelerator it cannot ask: no bound
