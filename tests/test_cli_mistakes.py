@@ -350,6 +350,7 @@ RUN_MISTAKES = [  # on a run directory: {run} translation, {lm} language model, 
     (["evaluate", "{lm}", "--lengths", "1,100000"], "--lengths='1,100000' is not allowed"),
     (["evaluate", "{run}", "--beam", "100000000"],
      "--beam=100000000 is not allowed; expected a positive integer up to"),
+    (["evaluate", "{run}", "--alpha", "inf"], "--alpha=inf is not allowed; expected a finite non-negative number"),
     # issue 27, cause 4: a text is bounded by the positions the run's model can encode (learned: 16)
     (["generate", "{learned}", "--prompt", " ".join(map(str, range(3, 20)))],
      "expected text the run's model can encode: this is 17 tokens, and LearnedPositional encodes at most 16 positions"),
@@ -512,6 +513,19 @@ def test_a_run_being_trained_elsewhere_is_refused_in_the_same_shape(work, capsys
     err = capsys.readouterr().err
     assert err.startswith("ablate: error: ") and err.count("\n") == 1, err
     assert _files(work) == before
+
+
+def test_a_run_being_trained_is_not_evaluated_into(work, capsys, synthetic_run):
+    """Issue 27, cause 1: evaluate writes its scores into the run's result.json; while a trainer holds the run (and
+    rewrites that file when it ends) it is refused in the same shape as a second trainer, before anything loads."""
+    from ablate.runs.lock import EXIT_LOCKED, run_lock
+
+    result = (synthetic_run / "result.json").read_bytes()
+    with run_lock(synthetic_run):
+        assert main(["evaluate", str(synthetic_run)]) == EXIT_LOCKED
+    err = capsys.readouterr().err
+    assert err == f"ablate: error: {synthetic_run} is being trained by another process\n"
+    assert (synthetic_run / "result.json").read_bytes() == result
 
 
 def test_a_command_that_something_exits_in_the_middle_of_is_no_success(work, capsys, monkeypatch):
