@@ -96,6 +96,10 @@ def work(tmp_path, monkeypatch) -> Path:
         "sexagesimal.yaml": "train:\n  max_steps: 1:30\n",
         "octal_sweep.yaml": "parameters:\n  model.n_layers: {values: [010, 2]}\n",
         "empty.yaml": "# nothing yet\n",
+        "negwarmup.yaml": f"base: {REPO / 'configs/default.yaml'}\nrows: [{{name: base}}, "
+                          "{name: neg, train.schedule_args.warmup: -5}]\n",
+        "banana.yaml": f"base: {REPO / 'configs/default.yaml'}\nrows: [{{name: base}}, "
+                       "{name: p, trainer.precision: banana}]\n",
         "swept.yaml": f"base: {REPO / 'configs/default.yaml'}\nparameters:\n  model.dropout: {{values: [0.1, 0.2]}}\n",
         "rowsall.yaml": f"base: {REPO / 'configs/default.yaml'}\nrows: [{{name: a, model.dropout: 0.0}}, "
                         "{name: b, model.dropout: 0.2}]\n",
@@ -298,6 +302,9 @@ MISTAKES = [
     (["sweep", "seeds.yaml", "--dry-run", "seed=5"], "(parameters.seed in seeds.yaml sets it"),
     (["sweep", "rowsall.yaml", "--dry-run", "model.dropout=0.3"], "(every row (a, b) in rowsall.yaml sets it"),
     # checked before the first write
+    (["sweep", "negwarmup.yaml"], "negwarmup.yaml, run 'neg': train.schedule_args.warmup=-5 is not allowed"),
+    (["sweep", "banana.yaml"], "banana.yaml, run 'p': trainer.precision='banana' is not allowed; expected a setting "
+     "pytorch_lightning.Trainer accepts"),
     (["train", *TINY, "train.schedule_args.warmup=-5", "output_dir=run"],
      "train.schedule_args.warmup=-5 is not allowed"),
     # bounds, and no 44M-parameter run by accident
@@ -427,6 +434,11 @@ def test_a_sweeps_imports_are_named_before_its_dry_run_runs_them(work, capsys, m
 def test_a_bogus_wandb_mode_is_refused_before_anything_is_written(work, capsys, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "bogus")
     _check(["train", "output_dir=run"], "environment: WANDB_MODE='bogus' is not allowed", capsys, work)
+
+
+def test_a_sweep_of_runs_w_and_b_would_refuse_is_refused_before_its_folder(work, capsys, monkeypatch):
+    monkeypatch.setattr("ablate.runs.wandb.has_api_key", lambda: False)
+    _check(["sweep", SWEEP, "logger=wandb", "wandb.mode=online"], "needs a W&B API key", capsys, work)
 
 
 def test_a_read_only_folder_is_refused_for_a_run_and_a_sweep(work, capsys, monkeypatch):

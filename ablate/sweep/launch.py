@@ -132,7 +132,7 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     if runner is not None:  # its runs train on other machines, which share the filesystem but not our cwd
         sweep_dir = sweep_dir.resolve()
     _claim(sweep, sweep_dir, extra, write=False)  # before the plan: a plan can read the folder (a bayes sweep's)
-    planner, stream = Planner(sweep, extra), None
+    planner, stream = Planner(sweep, extra, check=not dry_run), None
     if sweep.method == "bayes":
         from ablate.sweep.bayes import BayesSearch
 

@@ -79,8 +79,9 @@ def check_memory(cfg: DictConfig) -> None:
                           f"{n * LEAST_BYTES_PER_PARAMETER / 2**30:,.1f} GiB")
 
 
-def check_settings(cfg: DictConfig, model: nn.Module, data: Any) -> None:
-    """The settings a run uses that the config schema cannot check alone.
+def check_config(cfg: DictConfig) -> None:
+    """The settings a run uses that the config schema cannot check alone, and that need neither its model nor its
+    data: what a sweep checks for every run before it writes its folder (:mod:`ablate.sweep.plan`).
 
     Raises:
         ConfigError: the first one that cannot be used.
@@ -91,6 +92,16 @@ def check_settings(cfg: DictConfig, model: nn.Module, data: Any) -> None:
         from ablate.runs.wandb import check_credentials
 
         check_credentials(cfg.wandb.mode)
+
+
+def check_settings(cfg: DictConfig, model: nn.Module, data: Any) -> None:
+    """The settings a run uses that the config schema cannot check alone (:func:`check_config`), and positions the
+    model cannot encode for the task's longest training sequence.
+
+    Raises:
+        ConfigError: the first one that cannot be used.
+    """
+    check_config(cfg)
     if (why := too_long(model, data.longest)) is not None:
         raise ConfigError("data.max_len", cfg.data.max_len, f"sequences the model can encode: training gives it up to "
                           f"{data.longest} tokens, and {why} (raise its max_len, or lower data.max_len)")
