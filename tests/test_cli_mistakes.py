@@ -24,6 +24,15 @@ def synthetic_run(tmp_path_factory) -> Path:
                                                   "trainer.enable_progress_bar=false", f"output_dir={out / 'run'}"]))
 
 
+@pytest.fixture(scope="module")
+def learned_run(tmp_path_factory) -> Path:
+    """A finished run of the embedded task whose positions are learned: it encodes at most 16 of them."""
+    out = tmp_path_factory.mktemp("learned")
+    return train(ablate.load_config(None, TINY + ["train.max_steps=2", "train.val_every=2", "model.positional=learned",
+                                                  "model.positional_args.max_len=16",
+                                                  "trainer.enable_progress_bar=false", f"output_dir={out / 'run'}"]))
+
+
 def _owned(folder: Path, kind: str, identity: dict | None, files: dict[str, str]) -> None:
     """A folder as ablate writes it: its marker and ``files`` (relative path -> text)."""
     folder.mkdir(parents=True)
@@ -87,6 +96,13 @@ def work(tmp_path, monkeypatch) -> Path:
         "sexagesimal.yaml": "train:\n  max_steps: 1:30\n",
         "octal_sweep.yaml": "parameters:\n  model.n_layers: {values: [010, 2]}\n",
         "empty.yaml": "# nothing yet\n",
+        "negwarmup.yaml": f"base: {REPO / 'configs/default.yaml'}\nrows: [{{name: base}}, "
+                          "{name: neg, train.schedule_args.warmup: -5}]\n",
+        "banana.yaml": f"base: {REPO / 'configs/default.yaml'}\nrows: [{{name: base}}, "
+                       "{name: p, trainer.precision: banana}]\n",
+        "swept.yaml": f"base: {REPO / 'configs/default.yaml'}\nparameters:\n  model.dropout: {{values: [0.1, 0.2]}}\n",
+        "rowsall.yaml": f"base: {REPO / 'configs/default.yaml'}\nrows: [{{name: a, model.dropout: 0.0}}, "
+                        "{name: b, model.dropout: 0.2}]\n",
         "deep.yaml": "a: " + "[" * 5000 + "]" * 5000 + "\n",
     }.items():
         (tmp_path / name).write_text(text)
@@ -111,6 +127,8 @@ def work(tmp_path, monkeypatch) -> Path:
     (tmp_path / "notes" / "notes.txt").write_text("a researcher's notes\n")
     _owned(tmp_path / "arun", "run", None, {"config.yaml": "name: x\n", "result.json": "{}"})
     _owned(tmp_path / "asweep", "sweep", {"name": "s", "overrides": []}, {"plan.json": '{"name": "s", "runs": []}'})
+    _owned(tmp_path / "ordered", "sweep", {"name": "s", "overrides": ["train.max_steps=3", "model.dropout=0.1"]},
+           {"plan.json": '{"name": "s", "runs": []}'})  # a marker as written before sweep_identity: the list as given
     _owned(tmp_path / "garbagerun", "run", None, {"config.yaml": ": : [\n"})
     _owned(tmp_path / "strmetric", "sweep", {"name": "s", "overrides": []},
            {"plan.json": json.dumps({"name": "s", "metric": {"name": "val/loss"}, "runs": [
@@ -251,8 +269,11 @@ MISTAKES = [
     (["sweep", SWEEP, "--out", "notes"], "(this is a folder of files ablate did not write"),
     (["sweep", SWEEP, "--out", "a_file/sweep"], "(its parent"),
     (["sweep", "other.yaml", "--out", "asweep"], "belongs to another sweep: name: 's' -> 'other'"),
-    (["sweep", SWEEP, "--out", "asweep", "model.dropout=0.3"], "belongs to another sweep: overrides: [] -> "
-     "['model.dropout=0.3']"),
+    (["sweep", SWEEP, "--out", "asweep", "model.dropout=0.3"], "belongs to another sweep: overrides: {} -> "
+     "{'model': {'dropout': 0.3}}"),
+    (["sweep", SWEEP, "--dry-run", "--out", "ordered", "model.dropout=0.2", "train.max_steps=3"],
+     "belongs to another sweep: overrides: {'train': {'max_steps': 3}, 'model': {'dropout': 0.1}} -> "
+     "{'model': {'dropout': 0.2}, 'train': {'max_steps': 3}}"),
     (["sweep", SWEEP, "--out", "arun/sweep"], "not a folder inside the run folder"),
     (["train", *TINY, "output_dir=asweep"], "output_dir='asweep' is not allowed; expected a new folder or a run folder "
      "(this is a sweep folder"),
@@ -275,10 +296,21 @@ MISTAKES = [
     (["sweep", "octal_sweep.yaml"], "010 is octal to YAML 1.1 (8)"),
     (["train", "model.n_layers=010"], "model.n_layers='010' is not allowed; expected a value read the same by every"),
     (["sweep", SWEEP, "--dry-run", "train.max_steps=1:30"], "1:30 is a number in base 60 to YAML 1.1 (90)"),
+    (["sweep", "swept.yaml", "--dry-run", "model.dropout=0.3"], "model.dropout='0.3' is not allowed; expected a key "
+     "the sweep does not set in every run (parameters.model.dropout in swept.yaml sets it, so this override would "
+     "change no run)"),
+    (["sweep", "seeds.yaml", "--dry-run", "seed=5"], "(parameters.seed in seeds.yaml sets it"),
+    (["sweep", "rowsall.yaml", "--dry-run", "model.dropout=0.3"], "(every row (a, b) in rowsall.yaml sets it"),
     # checked before the first write
+    (["sweep", "negwarmup.yaml"], "negwarmup.yaml, run 'neg': train.schedule_args.warmup=-5 is not allowed"),
+    (["sweep", "banana.yaml"], "banana.yaml, run 'p': trainer.precision='banana' is not allowed; expected a setting "
+     "pytorch_lightning.Trainer accepts"),
     (["train", *TINY, "train.schedule_args.warmup=-5", "output_dir=run"],
      "train.schedule_args.warmup=-5 is not allowed"),
     # bounds, and no 44M-parameter run by accident
+    (["train", "configs/default.yaml", "logger=none", "model.n_layers=100", "model.d_model=65536", "model.n_heads=64",
+      "model.d_ff=1048576", "output_dir=huge"], "model='32,642,120,024,064 parameters' is not allowed; expected a "
+     "model that fits in"),
     (["describe", "configs/default.yaml", "model.n_layers=99999999999999999999999999"],
      "model.n_layers=99999999999999999999999999 is not allowed; expected a positive integer up to 1,000"),
     (["train", "train.max_steps=10000000000000"], "train.max_steps=10000000000000 is not allowed"),
@@ -325,6 +357,14 @@ RUN_MISTAKES = [  # on a run directory: {run} translation, {lm} language model, 
     (["evaluate", "{lm}", "--lengths", "1,100000"], "--lengths='1,100000' is not allowed"),
     (["evaluate", "{run}", "--beam", "100000000"],
      "--beam=100000000 is not allowed; expected a positive integer up to"),
+    (["evaluate", "{run}", "--alpha", "inf"], "--alpha=inf is not allowed; expected a finite non-negative number"),
+    # issue 27, cause 4: a text is bounded by the positions the run's model can encode (learned: 16)
+    (["generate", "{learned}", "--prompt", " ".join(map(str, range(3, 20)))],
+     "expected text the run's model can encode: this is 17 tokens, and LearnedPositional encodes at most 16 positions"),
+    (["attention", "{learned}", "--text", " ".join(map(str, range(3, 20))), "--out", "a.png"],
+     "--text='3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19' is not allowed; expected text the run's model can encode"),
+    (["attention", "{learned}", "--text", "3 4", "--target", " ".join(map(str, range(3, 19))), "--out", "a.png"],
+     "this is 16 tokens and 1 more, and LearnedPositional encodes at most 16 positions"),
 ]
 
 
@@ -353,9 +393,21 @@ def test_a_mistake_is_one_line_exit_2_and_writes_nothing(argv, message, work, ca
 
 @pytest.mark.slow
 @pytest.mark.parametrize("argv,message", RUN_MISTAKES, ids=[" ".join(a) for a, _ in RUN_MISTAKES])
-def test_a_mistake_about_a_run_is_one_line_too(argv, message, work, capsys, run_dir, lm_run_dir, synthetic_run):
-    dirs = {"run": run_dir, "lm": lm_run_dir, "synthetic": synthetic_run}
+def test_a_mistake_about_a_run_is_one_line_too(argv, message, work, capsys, run_dir, lm_run_dir, synthetic_run,
+                                               learned_run):
+    dirs = {"run": run_dir, "lm": lm_run_dir, "synthetic": synthetic_run, "learned": learned_run}
     _check([a.format(**dirs) for a in argv], message, capsys, work)
+
+
+def test_a_text_as_long_as_the_model_encodes_is_drawn_and_translated(learned_run, work, capsys):
+    """The bound is the model's own: 16 source tokens are drawn (their translation's last token, which has no position
+    as a decoder input, left out), and 15 target tokens after the BOS; one more is refused (RUN_MISTAKES)."""
+    sixteen = " ".join(map(str, range(3, 19)))
+    assert main(["attention", str(learned_run), "--text", sixteen, "--out", "a.png"]) == 0
+    assert main(["attention", str(learned_run), "--text", "3 4", "--target", sixteen.rsplit(" ", 1)[0], "--out",
+                 "b.png"]) == 0
+    assert main(["generate", str(learned_run), "--prompt", sixteen]) == 0
+    assert (work / "a.png").is_file() and (work / "b.png").is_file()
 
 
 def test_there_are_at_least_a_hundred_of_them():
@@ -384,6 +436,11 @@ def test_a_bogus_wandb_mode_is_refused_before_anything_is_written(work, capsys, 
     _check(["train", "output_dir=run"], "environment: WANDB_MODE='bogus' is not allowed", capsys, work)
 
 
+def test_a_sweep_of_runs_w_and_b_would_refuse_is_refused_before_its_folder(work, capsys, monkeypatch):
+    monkeypatch.setattr("ablate.runs.wandb.has_api_key", lambda: False)
+    _check(["sweep", SWEEP, "logger=wandb", "wandb.mode=online"], "needs a W&B API key", capsys, work)
+
+
 def test_a_read_only_folder_is_refused_for_a_run_and_a_sweep(work, capsys, monkeypatch):
     """Root writes anywhere, so read-only is what os.access says (a read-only mount says so to root too)."""
     import os
@@ -403,6 +460,15 @@ def test_options_and_overrides_in_any_order(work, capsys):
     capsys.readouterr()
     assert main(["describe", "--json", "configs/default.yaml", "model.d_ff=128"]) == 0
     assert json.loads(capsys.readouterr().out)["config"]["model"]["d_ff"] == 128
+
+
+def test_a_sweeps_overrides_in_any_order_are_the_same_sweep(work, capsys):
+    """Issue 27: the sweep folder claimed by `s.yaml train.max_steps=3 model.dropout=0.1` is the sweep of the same
+    overrides in any order (other values are refused: MISTAKES)."""
+    before = _files(work)
+    assert main(["sweep", SWEEP, "--dry-run", "--out", "ordered", "model.dropout=0.1", "train.max_steps=3"]) == 0
+    assert main(["sweep", SWEEP, "--dry-run", "--out", "ordered", "train.max_steps=3", "model.dropout=0.1"]) == 0
+    assert _files(work) == before
 
 
 def test_version_and_help(capsys):
@@ -459,6 +525,19 @@ def test_a_run_being_trained_elsewhere_is_refused_in_the_same_shape(work, capsys
     err = capsys.readouterr().err
     assert err.startswith("ablate: error: ") and err.count("\n") == 1, err
     assert _files(work) == before
+
+
+def test_a_run_being_trained_is_not_evaluated_into(work, capsys, synthetic_run):
+    """Issue 27, cause 1: evaluate writes its scores into the run's result.json; while a trainer holds the run (and
+    rewrites that file when it ends) it is refused in the same shape as a second trainer, before anything loads."""
+    from ablate.runs.lock import EXIT_LOCKED, run_lock
+
+    result = (synthetic_run / "result.json").read_bytes()
+    with run_lock(synthetic_run):
+        assert main(["evaluate", str(synthetic_run)]) == EXIT_LOCKED
+    err = capsys.readouterr().err
+    assert err == f"ablate: error: {synthetic_run} is being trained by another process\n"
+    assert (synthetic_run / "result.json").read_bytes() == result
 
 
 def test_a_command_that_something_exits_in_the_middle_of_is_no_success(work, capsys, monkeypatch):

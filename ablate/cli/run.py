@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Sequence
 
@@ -80,8 +82,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     try:
         run_dir = train(cfg)
     except RunFailed as failed:
+        if os.environ.get("ABLATE_TRACEBACK") and failed.__cause__ is not None:
+            traceback.print_exception(failed.__cause__)
         print(f"ablate: {failed}", file=sys.stderr)
-        print(failed.run_dir)
+        if not failed.removed:
+            print(failed.run_dir)
         return 1
     if rank_zero_only.rank == 0:  # under DDP, the processes Lightning starts run this too
         print(run_dir)

@@ -78,9 +78,11 @@ def _check(args: argparse.Namespace) -> None:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ablate.sweep import load_sweep
     from ablate.sweep.launch import format_matrix, launch, plan_json
+    from ablate.sweep.read import check_overrides
 
     _check(args)
     sweep = load_sweep(args.sweep)
+    check_overrides(sweep, args.overrides)
     if args.max_seeds is not None:
         from ablate.sweep.decide import check_max_seeds
         from ablate.sweep.read import check_sequential

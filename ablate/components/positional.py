@@ -86,6 +86,15 @@ def sinusoid_table(length: int, d_model: int) -> torch.Tensor:
     return table.float()
 
 
+def sinusoid_buffer(length: int, d_model: int) -> torch.Tensor:
+    """:func:`sinusoid_table` on the default device; on the meta device (:mod:`ablate.model.meta`: shapes only) an
+    empty table of its shape, whose values would be computed only to be thrown away."""
+    device = torch.get_default_device()
+    if device.type == "meta":
+        return torch.empty(length, d_model, device=device)
+    return sinusoid_table(length, d_model).to(device)
+
+
 @register("positional", "sinusoidal")
 class SinusoidalPositional(Positional):
     """Fixed sinusoids added to the embeddings (Vaswani et al. 2017, section 3.5; the paper's)."""
@@ -93,7 +102,7 @@ class SinusoidalPositional(Positional):
     def __init__(self, *, d_model: int):
         super().__init__()
         self.d_model = d_model
-        self.register_buffer("table", sinusoid_table(1024, d_model).to(torch.get_default_device()), persistent=False)
+        self.register_buffer("table", sinusoid_buffer(1024, d_model), persistent=False)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         end = offset + x.size(1)

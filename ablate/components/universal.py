@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from ablate.components.auxiliary import add_aux_loss
-from ablate.components.positional import sinusoid_table
+from ablate.components.positional import sinusoid_buffer
 from ablate.components.sharing import LayerSharing, MakeLayer, ShareAll, layer_args
 from ablate.errors import ConfigError
 from ablate.registry import register
@@ -35,7 +35,7 @@ class HaltingStack(nn.Module):
         self.final_norm = final_norm
         self.halting = nn.Linear(d_model, 1, bias=False)
         self.halting_bias = nn.Parameter(torch.tensor(float(halting_bias)))  # kept apart: initialisation zeroes biases
-        self.register_buffer("timing", sinusoid_table(len(layers), d_model).to(torch.get_default_device()),
+        self.register_buffer("timing", sinusoid_buffer(len(layers), d_model),
                              persistent=False)  # (N, d_model): the timestep signal
         self.threshold, self.ponder_weight = threshold, ponder_weight
 

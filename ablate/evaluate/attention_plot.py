@@ -22,6 +22,7 @@ from ablate.errors import ConfigError
 from ablate.evaluate.generate import lm_prompt_ids
 from ablate.evaluate.load import encode, inspect_task, load_run_model
 from ablate.model import attention_weights
+from ablate.model.inspect import too_long
 
 LABELS_UP_TO = 40  # tokens: longer inputs get no tick labels
 KINDS = {"self_attn": "self", "cross_attn": "cross"}
@@ -54,11 +55,13 @@ def collect(run_dir: str | Path, text: str, *, target: str | None = None, checkp
     d = cfg.data
     _, tok = inspect_task(cfg, run_dir)
     if cfg.model.arch == Arch.encoder_decoder:
-        src = encode(tok, text, "--text")
+        src = encode(tok, text, "--text", model)
         if target is None:
             (tgt,) = translate(model, [src], bos_id=d.bos_id, eos_id=d.eos_id, pad_id=d.pad_id, beam=beam)
+            if too_long(model, len(tgt) + 1):  # as decoded: BOS and all but the last token (it has no position)
+                tgt = tgt[:-1]
         else:
-            tgt = encode(tok, target, "--target")
+            tgt = encode(tok, target, "--target", model, added=1)  # after the BOS
         tgt_in = [d.bos_id, *tgt]
         with torch.no_grad(), attention_weights(model) as found:
             model(torch.tensor([src]), torch.tensor([tgt_in]))

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any, Callable
 
 from ablate.errors import ConfigError
@@ -31,6 +32,7 @@ def _quiet() -> None:
 
 
 NON_NEGATIVE = (lambda v: v >= 0, "a non-negative number")
+FINITE = (lambda v: 0 <= v < float("inf"), "a finite non-negative number")  # an exponent: inf scores every beam NaN
 # Bounds on what a command is asked to compute: each generated token is a forward pass, each beam a copy of the
 # decoder's state, each length factor a pass over max_len times that many tokens; past these the command runs until
 # it is killed or out of memory, on any machine.
@@ -60,14 +62,22 @@ def _factors(text: str) -> list[int]:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """A translation run: translate, score, record; print sacreBLEU's line, then the translations' path.
     A language-model run: score the validation text at multiples of the training length; print each."""
-    from ablate.evaluate.evaluate import evaluate_run
-    from ablate.evaluate.lengths import evaluate_lengths, key
     from ablate.evaluate.load import run_arch
+    from ablate.runs.lock import run_lock
 
     _quiet()
-    _require(args, {"--beam": _between(1, MAX_BEAM), "--alpha": NON_NEGATIVE,
+    _require(args, {"--beam": _between(1, MAX_BEAM), "--alpha": FINITE,
                     "--batch-tokens": _between(1, MAX_BATCH_TOKENS), "--average-last": NON_NEGATIVE})
-    if run_arch(args.run_dir) == "decoder_only":
+    arch = run_arch(args.run_dir)
+    with run_lock(Path(args.run_dir)):  # its scores go into result.json: not while a trainer rewrites it
+        return _evaluate(args, arch)
+
+
+def _evaluate(args: argparse.Namespace, arch: str) -> int:
+    from ablate.evaluate.evaluate import evaluate_run
+    from ablate.evaluate.lengths import evaluate_lengths, key
+
+    if arch == "decoder_only":
         factors = _factors(args.lengths)
         out = evaluate_lengths(args.run_dir, factors=factors, checkpoint=args.checkpoint,
                                average_last=args.average_last, device=args.device)

@@ -61,7 +61,7 @@ def generate_run(
     d = cfg.data
     data, text = inspect_task(cfg, run_dir)
     if cfg.model.arch == Arch.encoder_decoder:
-        src = encode(text, prompt, "--prompt")
+        src = encode(text, prompt, "--prompt", model)
         (hypothesis,) = translate(model, [src], bos_id=d.bos_id, eos_id=d.eos_id, pad_id=d.pad_id, beam=beam,
                                   alpha=alpha)
         return detokenize([hypothesis], text)[0]

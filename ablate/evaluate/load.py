@@ -143,18 +143,28 @@ def inspect_task(cfg: DictConfig, run_dir: str | Path) -> tuple[pl.LightningData
     return _with_tokenizer(data, cfg, run_dir), data.tokenizer
 
 
-def encode(text_of: Any, text: str, option: str) -> list[int]:
+def encode(text_of: Any, text: str, option: str, model: nn.Module | None = None, *, added: int = 0) -> list[int]:
     """The ids of ``text`` (the value of ``option``, e.g. ``--prompt``) in a run's text.
 
+    Args:
+        model: when given, the ids (and ``added`` positions before them, e.g. the decoder's BOS) must be positions it
+            can encode (a component's ``max_len``: learned positions).
+
     Raises:
-        ConfigError: the text has no token, or a word a synthetic task's symbols cannot read.
+        ConfigError: the text has no token, a word a synthetic task's symbols cannot read, or more tokens than the
+            model has positions for.
     """
+    from ablate.model.inspect import too_long
+
     try:
         ids = text_of.encode(" ".join(text.split()))
     except ValueError as exc:  # a synthetic task's symbols: the message says what they read
         raise ConfigError(option, text, str(exc), "command line") from None
     if not ids:
         raise ConfigError(option, text, "text with at least one token", "command line")
+    if model is not None and (why := too_long(model, len(ids) + added)) is not None:
+        raise ConfigError(option, text, f"text the run's model can encode: this is {len(ids)} tokens"
+                          f"{f' and {added} more' if added else ''}, and {why}", "command line")
     return ids
 
 

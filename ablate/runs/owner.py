@@ -4,8 +4,9 @@ one of the same kind and identity.
     <folder>/.ablate      {"kind": "run" | "sweep" | "report", "identity": {...}}   (JSON, written when it is claimed)
 
 A run's identity is its config hash, declared in its ``result.json`` and ``config.yaml`` (:mod:`ablate.runs.files`;
-:func:`ablate.train.preflight.check_run_dir` names the keys that differ); a sweep's is its name and the overrides it
-was launched with. A folder written by an ablate older than the marker is known by its files (:data:`FILES`).
+:func:`ablate.train.preflight.check_run_dir` names the keys that differ); a sweep's is its name and what the overrides
+it was launched with set (:func:`sweep_identity`: their order aside). A folder written by an ablate older than the
+marker is known by its files (:data:`FILES`).
 
 :func:`check_folder` is what every writer asks before its first write: it refuses, in one line naming the option and
 the path, an existing file, the root, a folder of another kind (or holding files ablate did not write), a folder of
@@ -19,7 +20,10 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from ablate.errors import ConfigError
 from ablate.runs.files import PROGRESS_FILE, STOP_FILE, write_json
@@ -67,6 +71,25 @@ def owner_of(folder: Path, *, strict: bool = False) -> Owner | None:
         if any((folder / name).exists() for name in (names[1:2] if strict and kind == "run" else names)):
             return Owner(kind, _legacy_identity(folder) if kind == "sweep" else None)
     return None
+
+
+def sweep_identity(name: str, overrides: Iterable[str]) -> dict[str, Any]:
+    """A sweep folder's identity: the sweep's name and what its command-line overrides set, as one nested mapping, so
+    that ``a=1 b=2`` and ``b=2 a=1`` (or ``a=0 a=1 b=2``: the last counts) are one sweep, and ``a=2`` another.
+    Overrides that do not parse (refused later, by the planner, with their reason) are kept as given."""
+    overrides = [str(o) for o in overrides]
+    try:
+        settings: Any = OmegaConf.to_container(OmegaConf.from_dotlist(overrides))
+    except (OmegaConfBaseException, ValueError):
+        settings = overrides
+    return {"name": name, "overrides": settings}
+
+
+# How a stored identity is compared with a new one: a sweep's marker written before sweep_identity held its overrides
+# as the list given, in the order given.
+_COMPARABLE = {"sweep": lambda identity: {**identity, **sweep_identity(identity.get("name"),
+                                                                      identity.get("overrides") or [])}
+               if isinstance(identity.get("overrides"), list) else identity}
 
 
 def _legacy_identity(folder: Path) -> dict[str, Any] | None:
@@ -123,9 +146,9 @@ def check_folder(path: Path, kind: str, identity: dict[str, Any] | None, *, key:
     if owner is None or owner.kind != kind:
         raise _refuse(key, path, f"{what} (this is {_describe(owner)}: ablate writes only into a new folder or one "
                       f"of the same kind)", source)
-    both = sorted(set(owner.identity or {}) & set(identity or {}))  # what both say (an older folder says less)
-    differ = "; ".join(f"{k}: {owner.identity[k]!r} -> {identity[k]!r}" for k in both
-                       if owner.identity[k] != identity[k])
+    stored = _COMPARABLE.get(kind, lambda i: i)(owner.identity or {})
+    both = sorted(set(stored) & set(identity or {}))  # what both say (an older folder says less)
+    differ = "; ".join(f"{k}: {stored[k]!r} -> {identity[k]!r}" for k in both if stored[k] != identity[k])
     if differ:
         raise _refuse(key, path, f"{what} of this {kind} (this one belongs to another {kind}: {differ}); give "
                       "another folder", source)

@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ablate.runs.owner import check_folder, claim
+from ablate.runs.owner import check_folder, claim, sweep_identity
 from ablate.sweep.memory import training_bytes
 from ablate.sweep.plan import (Planner, PlannedRun, base_variant, default_sweep_dir, factor_record, factorial_of,
                                plan_record, read_planned, run_config, write_plan)
@@ -109,12 +109,12 @@ def variant_notes(runs: list[PlannedRun]) -> list[str]:
 
 def _claim(sweep: Sweep, sweep_dir: Path, extra: list[str], *, write: bool) -> None:
     """Check the sweep directory is new or this sweep's (:mod:`ablate.runs.owner`: its name and the overrides it was
-    launched with), and, when ``write``, create it, marked.
+    launched with set, in any order), and, when ``write``, create it, marked.
 
     Raises:
         ConfigError: naming the folder.
     """
-    identity = {"name": sweep.name, "overrides": list(extra)}
+    identity = sweep_identity(sweep.name, extra)
     if not write:
         return check_folder(sweep_dir, "sweep", identity, key="--out")
     claim(sweep_dir, "sweep", identity, key="--out")
@@ -134,7 +134,7 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     if runner is not None:  # its runs train on other machines, which share the filesystem but not our cwd
         sweep_dir = sweep_dir.resolve()
     _claim(sweep, sweep_dir, extra, write=False)  # before the plan: a plan can read the folder (a bayes sweep's)
-    planner, stream = Planner(sweep, extra), None
+    planner, stream = Planner(sweep, extra, check=not dry_run), None
     if sweep.method == "bayes":
         from ablate.sweep.bayes import BayesSearch
 

@@ -91,8 +91,11 @@ class Planner:
     """Turns a sweep's points into validated runs: their configs, matched budgets, what each variant changes
     against the base. Points may come all at once (grid, random) or a few at a time (bayes)."""
 
-    def __init__(self, sweep: Sweep, extra: list[str] = ()):
-        self.sweep, self.extra = sweep, list(extra)
+    def __init__(self, sweep: Sweep, extra: list[str] = (), *, check: bool = False):
+        """``check``: also put each variant's settings to what would refuse them only once its run starts
+        (:func:`ablate.train.preflight.check_config`: Lightning's Trainer, the schedule, W&B's credentials), as a
+        launch does before it writes the sweep's folder; a dry run leaves them (importing Lightning takes seconds)."""
+        self.sweep, self.extra, self.check = sweep, list(extra), check
         rows = sweep.rows or [{"name": ""}]
         self.base_row = "base" if any(r["name"] == "base" for r in rows) else rows[0]["name"]
         row = next(r for r in rows if r["name"] == self.base_row)
@@ -127,6 +130,8 @@ class Planner:
             self.seen.add(run_id)
             self.used_seeds.setdefault(point.variant, set()).add(int(cfg.seed))
             if point.variant not in self.variants:
+                if self.check:
+                    self._check(cfg, point.variant)
                 self.variants[point.variant] = Variant.of(cfg, self.base, self.base_model, self.variants)
             v = self.variants[point.variant]
             yield PlannedRun(id=run_id, variant=point.variant, seed=cfg.seed,
@@ -135,6 +140,14 @@ class Planner:
                              flops_per_token=v.flops, changes=v.changes, same_as=v.same_as, matched=matched,
                              leaks_labels=v.leaks_labels, fresh_seed=fresh,
                              factors=_plain(point.factors) if self.sweep.method == "grid" else {})
+
+    def _check(self, cfg: DictConfig, variant: str) -> None:
+        from ablate.train.preflight import check_config
+
+        try:
+            check_config(cfg)
+        except ConfigError as err:
+            raise err.at(f"{self.sweep.path}, run {variant!r}") from None
 
     def stratum_base(self, point: Point) -> DictConfig:
         """The base row's config at a point's ladder step and sampled values: what its budget is matched to."""

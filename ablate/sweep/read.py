@@ -187,6 +187,28 @@ def check_sequential(sweep: Sweep, key: str = "decide.max_seeds") -> None:
         raise ConfigError(key, n, f"at least the {len(seeds)} seeds every row starts with", source)
 
 
+def check_overrides(sweep: Sweep, extra: list[str]) -> None:
+    """The command line's overrides read with the sweep as a whole: one that the sweep sets again in every run (a
+    parameter, the seed it lists, every row or every ladder step) would change no run while labelling the sweep as if
+    it had; an override of a key only some rows set changes the others (the base among them), and is allowed.
+
+    Raises:
+        ConfigError: naming the override and the part of the sweep that overwrites it.
+    """
+    for item in extra:
+        key, _, value = item.partition("=")
+        if key in sweep.parameters:
+            where = f"parameters.{key}"
+        elif sweep.rows and all(key in _row_values(r) for r in sweep.rows):
+            where = f"every row ({', '.join(r['name'] for r in sweep.rows)})"
+        elif sweep.ladder and all(key in _row_values(s) for s in sweep.ladder):
+            where = "every ladder step"
+        else:
+            continue
+        raise ConfigError(key, value, f"a key the sweep does not set in every run ({where} in {sweep.path} sets it, "
+                          "so this override would change no run): change it in the sweep file", "command line")
+
+
 def load_sweep(path: str | Path) -> Sweep:
     """Parse and check a sweep file.
 

@@ -26,7 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from ablate.errors import ConfigError
+from ablate.errors import ConfigError, check_name
+from ablate.runs.owner import check_folder, claim, sweep_identity
 from ablate.stats.factorial import LADDER, ROW
 from ablate.sweep.read import load_sweep
 from ablate.sweep.spec import Sweep
@@ -135,11 +136,10 @@ def agent_trial(params: dict[str, Any]) -> list[Path]:
     from ablate.sweep.plan import Planner, run_config
     from ablate.train.run import RunFailed, train
 
-    sweep_dir = Path("sweeps") / _name(params)
+    sweep_dir, extra = sweep_folder(params), _extra(params)
     sweep_file = sweep_dir / "sweep.yaml"
     write_atomic(sweep_file, params[SWEEP])
     sweep = load_sweep(sweep_file)
-    extra = list(json.loads(params.get(EXTRA, "[]")))
     row, sampled = point_of(params, sweep)
     step = step_of(params, sweep)
     runs = Planner(sweep, extra).plan([sweep.point(row, sampled, seed, step) for seed in sweep.seeds])
@@ -169,19 +169,55 @@ def agent_trial(params: dict[str, Any]) -> list[Path]:
     return dirs
 
 
+def sweep_folder(params: dict[str, Any], *, write: bool = True) -> Path:
+    """The folder of the sweep a point belongs to, ``sweeps/<name>``, checked as the local pool checks its own
+    (:mod:`ablate.runs.owner`: new, or this sweep's, by its name and what its overrides set) and, when ``write``,
+    claimed: created with its marker.
+
+    Raises:
+        ConfigError: the folder is not one this sweep may write; nothing is written then.
+    """
+    name, extra = _name(params), _extra(params)
+    check = claim if write else check_folder
+    path = Path("sweeps") / name
+    check(path, "sweep", sweep_identity(name, extra), key="name", source="W&B sweep")
+    return path
+
+
 @contextmanager
 def _unchanged() -> Iterator[None]:
     yield
 
 
 def _name(params: dict[str, Any]) -> str:
+    """The sweep's name, as its file (the point's :data:`SWEEP`) says: the folder ``sweeps/<name>`` its runs go in.
+
+    Raises:
+        ConfigError: no sweep file, or a name that is a path.
+    """
     from ablate.yamlio import load_yaml
 
     text = params.get(SWEEP)
     if not isinstance(text, str):
         raise ConfigError(SWEEP, text, "the sweep file, as `ablate sweep --backend wandb` registers it", "W&B sweep")
     raw = load_yaml(text) or {}
-    return str(raw.get("name") or "wandb")
+    return check_name(str(raw.get("name") or "wandb") if isinstance(raw, dict) else "", "name", "W&B sweep")
+
+
+def _extra(params: dict[str, Any]) -> list[str]:
+    """The command line's overrides the sweep was registered with (the point's :data:`EXTRA`).
+
+    Raises:
+        ConfigError: not a JSON list of ``key=value`` strings.
+    """
+    try:
+        extra = json.loads(params.get(EXTRA, "[]"))
+    except (TypeError, ValueError):
+        extra = None
+    if not isinstance(extra, list) or not all(isinstance(o, str) for o in extra):
+        raise ConfigError(EXTRA, params.get(EXTRA), "a JSON list of key=value overrides, as `ablate sweep --backend "
+                          "wandb` registers it", "W&B sweep")
+    return extra
 
 
 def _agent_function() -> None:
@@ -225,7 +261,7 @@ def start_wandb_sweep(sweep: Sweep, *, extra: list[str], dry_run: bool, check: b
 
     config = to_wandb(sweep, extra)
     if check:  # every run a grid lists; for random and bayes, each row with a random draw of the parameters
-        planner = Planner(sweep, extra)
+        planner = Planner(sweep, extra, check=not dry_run)
         planner.plan(sweep.points() if sweep.method == "grid" else
                      [sweep.point(row, {k: p.ppf(0.5) for k, p in sweep.searched.items()}, seed)
                       for row in (sweep.rows or [{"name": ""}]) for seed in sweep.seeds[:1]])
@@ -258,6 +294,11 @@ def run_agent(sweep_id: str, count: int | None = None) -> int:
     import wandb
 
     entity, project, sid = sweep_id.split("/")
+    with _server("SWEEP_ID", sweep_id):
+        registered = wandb.Api().sweep(sweep_id).config or {}
+    point = {k: v.get("value") for k, v in (registered.get("parameters") or {}).items() if isinstance(v, dict)}
+    if SWEEP in point:  # a sweep ablate registered: this machine's folder of it is checked before any point trains
+        sweep_folder(point, write=False)
     with _server("SWEEP_ID", sweep_id):
         wandb.agent(sid, function=_agent_function, entity=entity, project=project, count=count)
     return 0

@@ -1,5 +1,6 @@
 """Before a run writes anything: every setting it will use is checked, and its run directory is one it may use.
 
+- Whether the model fits the machine at all (:func:`check_memory`, before it is built).
 - Settings only the libraries know: Lightning's own checks of ``trainer.*`` (a throwaway Trainer), the schedule's
   arguments, W&B's mode and its credentials, and positions the model cannot encode for the task's longest training
   sequence.
@@ -7,18 +8,24 @@
   (resuming under another would relabel steps trained one way as trained another), and whose last checkpoint, if
   any, can be read.
 
-Each refusal is a :class:`ablate.errors.ConfigError`: one line, exit code 2, nothing written.
+Each refusal is a :class:`ablate.errors.ConfigError`: one line, exit code 2, nothing written. What can only fail once
+training runs (a loss that turns NaN, memory that runs out) leaves no half-made folder (:func:`discard`): a folder the
+command made is removed unless the run saved a checkpoint a rerun resumes from; otherwise ``result.json`` says
+``failed`` and why.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
+import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
@@ -30,10 +37,51 @@ from ablate.runs.owner import check_folder, claim
 from ablate.train.system import build_schedule
 
 TRAINER_KEYS = ("accelerator", "devices", "strategy", "precision")
+# What training holds per parameter at the very least, whatever the precision and optimiser: a 16-bit weight and its
+# 16-bit gradient (fp32 weights and Adam's moments take 16 bytes: sweep/memory.py). A model past the memory of the
+# device it trains on at this rate cannot start on any setting; building it would take that memory first.
+LEAST_BYTES_PER_PARAMETER = 4
+SHARDING = ("fsdp", "deepspeed")  # strategies that split the weights over devices: each holds a part
 
 
-def check_settings(cfg: DictConfig, model: nn.Module, data: Any) -> None:
-    """The settings a run uses that the config schema cannot check alone.
+def device_memory(accelerator: str) -> tuple[int, str] | None:
+    """The memory of the device a run trains on, in bytes, and its name: the first CUDA GPU's for a GPU accelerator
+    (``auto`` when there is one), this machine's RAM for the CPU; None when it cannot say (another accelerator)."""
+    from ablate.train.precision import GPU_ACCELERATORS
+
+    if str(accelerator) in GPU_ACCELERATORS and torch.cuda.is_available():
+        return torch.cuda.get_device_properties(0).total_memory, f"the GPU ({torch.cuda.get_device_name(0)})"
+    if str(accelerator) in ("auto", "cpu"):
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory"
+        except (ValueError, OSError, AttributeError):  # not a POSIX system that says
+            return None
+    return None
+
+
+def check_memory(cfg: DictConfig) -> None:
+    """A model too large for the device it would train on, counted on the meta device (nothing allocated).
+
+    Raises:
+        ConfigError: its parameters at :data:`LEAST_BYTES_PER_PARAMETER` exceed the device's whole memory.
+    """
+    from ablate.model.meta import build_on_meta
+
+    if any(name in str(cfg.trainer.strategy) for name in SHARDING) or (memory := device_memory(
+            cfg.trainer.accelerator)) is None:
+        return
+    have, where = memory
+    n = sum(p.numel() for p in build_on_meta(cfg).parameters())
+    if n * LEAST_BYTES_PER_PARAMETER > have:
+        raise ConfigError("model", f"{n:,} parameters", f"a model that fits in {where}: {have / 2**30:,.1f} GiB holds "
+                          f"at most {have // LEAST_BYTES_PER_PARAMETER:,} parameters while training (a 16-bit weight "
+                          f"and its gradient each, {LEAST_BYTES_PER_PARAMETER} bytes); this one needs "
+                          f"{n * LEAST_BYTES_PER_PARAMETER / 2**30:,.1f} GiB")
+
+
+def check_config(cfg: DictConfig) -> None:
+    """The settings a run uses that the config schema cannot check alone, and that need neither its model nor its
+    data: what a sweep checks for every run before it writes its folder (:mod:`ablate.sweep.plan`).
 
     Raises:
         ConfigError: the first one that cannot be used.
@@ -44,6 +92,16 @@ def check_settings(cfg: DictConfig, model: nn.Module, data: Any) -> None:
         from ablate.runs.wandb import check_credentials
 
         check_credentials(cfg.wandb.mode)
+
+
+def check_settings(cfg: DictConfig, model: nn.Module, data: Any) -> None:
+    """The settings a run uses that the config schema cannot check alone (:func:`check_config`), and positions the
+    model cannot encode for the task's longest training sequence.
+
+    Raises:
+        ConfigError: the first one that cannot be used.
+    """
+    check_config(cfg)
     if (why := too_long(model, data.longest)) is not None:
         raise ConfigError("data.max_len", cfg.data.max_len, f"sequences the model can encode: training gives it up to "
                           f"{data.longest} tokens, and {why} (raise its max_len, or lower data.max_len)")
@@ -79,9 +137,13 @@ def check_trainer(cfg: DictConfig) -> None:
         quiet.setLevel(level)
 
 
-def make_run_dir(cfg: DictConfig) -> Path:
+def make_run_dir(cfg: DictConfig) -> tuple[Path, Path | None]:
     """The run directory, checked and then created (with its marker, :mod:`ablate.runs.owner`): ``output_dir``, or a
     new ``runs/<name>/<time>-<hash>`` (a suffix when another process made that one in the same second).
+
+    Returns:
+        The run directory, and the outermost folder this call created for it (None when it existed): what
+        :func:`discard` removes.
 
     Raises:
         ConfigError: it cannot be a folder of this run (:func:`ablate.runs.owner.check_folder`,
@@ -91,16 +153,45 @@ def make_run_dir(cfg: DictConfig) -> Path:
         run_dir = Path(cfg.output_dir)
         check_folder(run_dir, "run", None, key="output_dir", source=None)
         check_run_dir(run_dir, cfg, read_result(run_dir) or {})
+        made = _outermost_missing(run_dir)
         claim(run_dir, "run", None, key="output_dir", source=None)
     else:
         stem = Path("runs") / cfg.name / f"{time.strftime('%Y%m%d-%H%M%S')}-{config_hash(cfg)[:6]}"
         run_dir, k = stem, 1
         check_folder(stem, "run", None, key="output_dir", source=None)  # runs/ a file, or this folder inside a run's
-        while not _mkdir(run_dir):
+        while (made := _outermost_missing(run_dir)) is None or not _mkdir(run_dir):
             k += 1
             run_dir = stem.with_name(f"{stem.name}-{k}")
         claim(run_dir, "run", None, key="output_dir", source=None)
-    return run_dir
+    return run_dir, made
+
+
+def _outermost_missing(path: Path) -> Path | None:
+    """The outermost of ``path`` and its parents that does not exist (not even as a dangling link); None if
+    ``path`` exists."""
+    missing = [p for p in (path, *path.parents) if not os.path.lexists(p)]
+    return missing[-1] if missing else None
+
+
+def discard(run_dir: Path, made: Path | None) -> bool:
+    """Remove the folder of a run that failed, when this command made it (``made``: :func:`make_run_dir`'s) and the
+    run saved no checkpoint a rerun would resume from: the place is then as it was before the command, folders made
+    for it included (those another process has since written in stay). Call it while the run's lock is held.
+
+    Returns:
+        Whether it was removed; False leaves it as it is, for its ``result.json`` to say why the run failed.
+    """
+    if made is None or any((run_dir / "checkpoints").glob("*.ckpt")):
+        return False
+    shutil.rmtree(run_dir)
+    for parent in run_dir.parents:
+        if parent == made.parent:
+            break
+        try:
+            parent.rmdir()
+        except OSError:  # not empty: another run's folder is in it
+            break
+    return True
 
 
 def _mkdir(path: Path) -> bool:

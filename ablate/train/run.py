@@ -29,7 +29,7 @@ from ablate.train.callbacks import (FiniteLoss, LoggedLossBar, Progress, StopReq
                                     ValidateAtLastStep, WallClock)
 from ablate.train.checkpoints import AtomicCheckpointIO, step_checkpoint_callback
 from ablate.train.precision import resolve_precision
-from ablate.train.preflight import check_run_dir, check_settings, make_run_dir
+from ablate.train.preflight import check_memory, check_run_dir, check_settings, discard, make_run_dir
 from ablate.train.resume import ExactResume
 from ablate.train.system import TransformerSystem
 from ablate.train.threads import use_threads
@@ -37,11 +37,14 @@ from ablate.train.validation_bleu import ValidationBleu
 
 
 class RunFailed(RuntimeError):
-    """Training raised; ``result.json`` in ``run_dir`` records why."""
+    """Training raised; ``result.json`` in ``run_dir`` records why, or, ``removed``, the folder the command made for it
+    is gone again (:func:`ablate.train.preflight.discard`)."""
 
-    def __init__(self, run_dir: Path, reason: str):
-        super().__init__(f"run failed: {reason} (see {run_dir / 'result.json'})")
-        self.run_dir = run_dir
+    def __init__(self, run_dir: Path, reason: str, removed: bool = False):
+        where = (f"{run_dir} was new and holds no checkpoint: removed, as it was before" if removed
+                 else f"see {run_dir / 'result.json'}")
+        super().__init__(f"run failed: {reason} ({where})")
+        self.run_dir, self.reason, self.removed = run_dir, reason, removed
 
 
 # Lightning 2.6 on torch 2.13 warns about its own use of a deprecated torch API at every fit.
@@ -134,16 +137,19 @@ def train(cfg: DictConfig) -> Path:
         (with the reason) or ``interrupted``.
 
     Raises:
-        Exception: whatever stopped training, after result.json records it.
+        RunFailed: training raised; result.json records it, or, in a folder this call made that holds no checkpoint
+            to resume from, the folder is removed (``removed``).
+        BaseException: what interrupted training (KeyboardInterrupt, SystemExit), after result.json records it.
     """
     start = time.time()
     threads = use_threads(cfg.trainer.threads)  # a bad count is named before anything is built or written
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    check_memory(cfg)  # a model past the machine's memory is refused before building it takes that memory
     # Build first: a component that rejects its arguments fails before anything is written.
     system = TransformerSystem(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
     data = build_task(cfg)
     check_settings(cfg, system.model, data)
-    run_dir = make_run_dir(cfg)
+    run_dir, made = make_run_dir(cfg)
     # Under DDP the launcher (rank 0) owns the run directory; the processes it starts only train.
     lead = rank_zero_only.rank == 0
     with run_lock(run_dir) if lead else nullcontext():
@@ -152,7 +158,12 @@ def train(cfg: DictConfig) -> Path:
             check_run_dir(run_dir, cfg, previous)
         if previous.get("status") == "finished" and previous.get("config_hash") == config_hash(cfg):
             return run_dir  # another process finished this very run while we waited to start it
-        _fit(cfg, system, data, run_dir, start, lead, threads)
+        try:
+            _fit(cfg, system, data, run_dir, start, lead, threads)
+        except Exception as exc:  # never half made: a folder made for a run that failed, with nothing to resume, goes
+            if lead and discard(run_dir, made) and isinstance(exc, RunFailed):
+                raise RunFailed(run_dir, exc.reason, removed=True) from exc.__cause__
+            raise
     return run_dir
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ablate.errors import ConfigError
-from ablate.runs.owner import KINDS, MARKER, check_figure, check_folder, claim, owner_of
+from ablate.runs.owner import KINDS, MARKER, check_figure, check_folder, claim, owner_of, sweep_identity
 
 
 def _tree(root: Path) -> list[str]:
@@ -81,6 +81,30 @@ def test_a_folder_written_before_the_marker_is_known_by_its_files(tmp_path):
     claim(tmp_path / "sweep", "sweep", {"name": "old", "overrides": ["a=1"]}, key="--out")  # adopted: now it says all
     with pytest.raises(ConfigError, match="overrides"):
         check_folder(tmp_path / "sweep", "sweep", {"name": "old", "overrides": []}, key="--out")
+
+
+ORDERS = [["model.dropout=0.1", "train.max_steps=3"], ["train.max_steps=3", "model.dropout=0.1"],
+          ["train.max_steps=9", "model.dropout=0.1", "train.max_steps=3"],
+          ["model.dropout=0.10", "train.max_steps=3.0"]]
+
+
+@pytest.mark.parametrize("order", range(len(ORDERS)))
+def test_a_sweeps_identity_is_what_its_overrides_set_not_their_order(order, tmp_path):
+    """Cause 1 of issue 27: `a=1 b=2` and `b=2 a=1` (or `b=9 a=1 b=2`: the last counts) launch the same runs, so the
+    same sweep; other values are another sweep, refused over the folder. Markers written before sweep_identity held
+    the overrides as given (a list): they compare alike."""
+    claim(tmp_path / "new", "sweep", sweep_identity("s", ORDERS[0]), key="--out")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / MARKER).write_text(json.dumps({"kind": "sweep", "identity": {"name": "s",
+                                                                                      "overrides": ORDERS[0]}}))
+    for folder in ("new", "old"):
+        claim(tmp_path / folder, "sweep", sweep_identity("s", ORDERS[order]), key="--out")
+        for other in (["model.dropout=0.2", "train.max_steps=3"], ["model.dropout=0.1"],
+                      ["model.dropout=0.1", "train.max_steps=3", "seed=1"]):
+            with pytest.raises(ConfigError, match="belongs to another sweep: overrides: "):
+                check_folder(tmp_path / folder, "sweep", sweep_identity("s", other), key="--out")
+    assert json.loads((tmp_path / "new" / MARKER).read_text())["identity"] == {
+        "name": "s", "overrides": {"model": {"dropout": 0.1}, "train": {"max_steps": 3}}}
 
 
 def test_a_project_folder_holding_a_checkpoints_folder_is_not_taken_for_a_run(tmp_path):

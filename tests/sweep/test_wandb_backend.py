@@ -20,8 +20,8 @@ import yaml
 from ablate.errors import ConfigError
 from ablate.sweep import load_sweep, plan_sweep
 from ablate.sweep.plan import Planner
-from ablate.sweep.wandb_backend import (EXTRA, LADDER, ROW, SWEEP, point_of, start_wandb_sweep, step_of,
-                                         to_wandb)
+from ablate.sweep.wandb_backend import (EXTRA, LADDER, ROW, SWEEP, agent_trial, point_of, run_agent,
+                                         start_wandb_sweep, step_of, sweep_folder, to_wandb)
 from tests.conftest import REPO, TINY
 from tests.runs.wandb_records import RunLog
 
@@ -110,6 +110,63 @@ def test_registering_validates_every_listed_run_first(tmp_path):
     """))
     with pytest.raises(ConfigError, match="model.n_heads=5 .*divisor"):
         start_wandb_sweep(load_sweep(path), extra=[], dry_run=True)
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else b"" for p in sorted(root.rglob("*"))}
+
+
+def test_an_agent_claims_its_sweep_folder_as_the_local_pool_does(tmp_path, monkeypatch):
+    """Issue 27: ``sweeps/<name>`` of a W&B sweep is the local sweep's folder, claimed the same way: one the local pool
+    launched with the same overrides (in any order) is this sweep's; one of other overrides, of another kind or of
+    someone's files is refused before anything is written (the sweep file, plan.json)."""
+    from ablate.sweep.launch import _claim
+
+    monkeypatch.chdir(tmp_path)
+    sweep = load_sweep(_sweep_file(tmp_path))
+    text = to_wandb(sweep)["parameters"][SWEEP]["value"]
+    _claim(sweep, Path("sweeps/agents"), ["model.dropout=0.1", "train.max_steps=3"], write=True)
+    point = {ROW: "base", "model.dropout": 0.0, SWEEP: text}
+    before = _tree(tmp_path)
+    assert sweep_folder({**point, EXTRA: json.dumps(["train.max_steps=3", "model.dropout=0.1"])}) == \
+        Path("sweeps/agents")
+    assert _tree(tmp_path) == before
+    (tmp_path / "sweeps" / "mine").mkdir()
+    (tmp_path / "sweeps" / "mine" / "notes.txt").write_text("a researcher's notes\n")
+    before = _tree(tmp_path)
+    for params, message in [({**point, EXTRA: json.dumps(["model.dropout=0.2", "train.max_steps=3"])},
+                             "belongs to another sweep: overrides"),
+                            ({**point, SWEEP: text.replace("name: agents", "name: mine"), EXTRA: "[]"},
+                             "a folder of files ablate did not write"),
+                            ({**point, SWEEP: text.replace("name: agents", "name: ../agents"), EXTRA: "[]"},
+                             "a name, not a path"),
+                            ({**point, EXTRA: "model.dropout=0.1"}, "a JSON list of key=value overrides")]:
+        with pytest.raises(ConfigError, match=message):
+            agent_trial(params)
+        assert _tree(tmp_path) == before
+
+
+def test_an_agent_checks_its_sweep_folder_before_it_joins(tmp_path, monkeypatch):
+    """``ablate agent`` asks W&B for the sweep it joins and refuses this machine's folder of it before any point."""
+    import wandb
+
+    from ablate.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    sweep = load_sweep(_sweep_file(tmp_path))
+    registered = to_wandb(sweep, ["model.dropout=0.1"])
+    (tmp_path / "sweeps" / "agents").mkdir(parents=True)
+    (tmp_path / "sweeps" / "agents" / "notes.txt").write_text("a researcher's notes\n")
+    monkeypatch.setattr("ablate.sweep.wandb_backend._require_key", lambda *a: None)
+    monkeypatch.setattr(wandb, "Api", lambda: type("Api", (), {"sweep": lambda self, path: type(
+        "Sweep", (), {"config": registered})()})())
+    joined = []
+    monkeypatch.setattr(wandb, "agent", lambda *a, **k: joined.append(a))
+    before = _tree(tmp_path)
+    assert main(["agent", "e/p/s1"]) == 2 and not joined
+    assert _tree(tmp_path) == before
+    (tmp_path / "sweeps" / "agents" / "notes.txt").unlink()
+    assert run_agent("e/p/s1") == 0 and joined  # an empty folder is taken
 
 
 def _offline(root: Path) -> dict[str, RunLog]:

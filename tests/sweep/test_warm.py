@@ -56,6 +56,8 @@ def test_a_warm_run_sees_its_slots_environment(tmp_path):
 
 def test_a_failing_warm_run_exits_as_a_fresh_one_does(tmp_path):
     diverges = ["train.schedule_args.scale=1e30", "train.log_every=1"]
+    for name in ("w", "f"):  # made first, as the sweep's pool makes its runs' folders: a failed run is marked failed
+        (tmp_path / name).mkdir()
     codes = [_ablate(["train", str(_config(tmp_path, name, *diverges))], tmp_path / f"{name}.log",
                      {"OMP_NUM_THREADS": "1"}, None, fresh=fresh) for name, fresh in (("w", False), ("f", True))]
     assert codes == [1, 1]

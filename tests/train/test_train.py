@@ -96,6 +96,7 @@ def test_a_loss_that_turns_nan_between_checks_fails_the_run_with_its_step(in_tmp
     cfg = ablate.load_config(None, TINY + FAST + ["output_dir=run", "train.schedule=constant", "train.lr=1e30",
                                                   "train.schedule_args.warmup=0", "train.log_every=1000",
                                                   "train.max_steps=6", "train.val_every=1000"])
+    Path("run").mkdir()  # a folder that was there: marked failed (one train() made would be removed)
     with pytest.raises(RunFailed):
         train(cfg)
     result = _result(Path("run"))
@@ -167,6 +168,7 @@ def test_a_run_whose_loss_is_past_exp_s_range_ends_with_its_result_recorded(in_t
 def test_a_nan_loss_fails_the_run_and_records_why(in_tmp):
     cfg = ablate.load_config(None, TINY + FAST + ["output_dir=run", "train.schedule=constant", "train.lr=1e30",
                                                   "train.schedule_args.warmup=0", "train.log_every=1"])
+    Path("run").mkdir()  # a folder that was there: marked failed (one train() made would be removed)
     with pytest.raises(RunFailed, match="result.json"):
         train(cfg)
     result = _result(Path("run"))
