@@ -83,7 +83,7 @@ def train_array(cfgs: list[DictConfig], array_dir: Path | None = None) -> list[P
     if done and len(done) < len(cfgs):  # trained again in another array it would be another run (its dropout masks)
         raise ConfigError("output_dir", str(done[0]), "a run directory not yet trained to its end: this one is, and "
                           "an array trains its members together; leave it out", "command line")
-    run_dirs = [make_run_dir(c) for c in cfgs]
+    run_dirs = [make_run_dir(c)[0] for c in cfgs]  # a failed array keeps its members, each marked failed
     with ExitStack() as locks:
         for run_dir in run_dirs:
             locks.enter_context(run_lock(run_dir))
