@@ -101,7 +101,7 @@ def whole_runs(args, results: dict) -> None:
 
     k, n = args.runs, args.run_steps
     extra = ["logger=none", "trainer.enable_progress_bar=false", f"train.max_steps={n}",
-             f"train.val_every={max(1, n // 5)}"]
+             f"train.val_every={max(1, n // 5)}", f"trainer.threads={torch.get_num_threads()}"]  # --threads, kept
     accelerator = "gpu" if args.device == "cuda" else "cpu"
     times = {}
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()), \
