@@ -73,7 +73,8 @@ def _check(args: argparse.Namespace) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ablate.sweep import load_sweep
-    from ablate.sweep.launch import format_matrix, launch, plan_json
+    from ablate.cli.matrix import format_matrix, plan_json
+    from ablate.sweep.launch import launch
 
     _check(args)
     sweep = load_sweep(args.sweep)

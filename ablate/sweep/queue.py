@@ -47,6 +47,8 @@ class Look:
 class RunQueue:
     """The plan's runs still to do, handed out in plan order."""
 
+    planned_ahead = True  # its runs are planned before they start (a progress bar can count them)
+
     def __init__(self, sweep: Sweep, sweep_dir: Path, runs: list[PlannedRun], todo: list[PlannedRun]):
         self.sweep, self.sweep_dir = sweep, sweep_dir
         self.runs, self.todo = runs, deque(todo)
@@ -78,6 +80,8 @@ class StreamQueue(RunQueue):
     sweep is stopped (Ctrl-C, SIGTERM: finished runs stay, the rest resume on relaunch, whose stream draws
     the same points again)."""
 
+    planned_ahead = False
+
     def __init__(self, sweep: Sweep, sweep_dir: Path, runs: list[PlannedRun], todo: list[PlannedRun],
                  stream: Iterator[PlannedRun], save: Callable[[list[PlannedRun]], None]):
         super().__init__(sweep, sweep_dir, runs, todo)
@@ -100,6 +104,8 @@ class StreamQueue(RunQueue):
 
 class BayesQueue(RunQueue):
     """Points proposed by :class:`ablate.sweep.bayes.BayesSearch`, each run once per seed, ``run_cap`` runs in all."""
+
+    planned_ahead = False
 
     def __init__(self, sweep: Sweep, sweep_dir: Path, planner: Planner, runs: list[PlannedRun],
                  save: Callable[[list[PlannedRun]], None], is_done: Callable[[PlannedRun], bool]):
