@@ -8,39 +8,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from ablate.cli import main
 from ablate.errors import ConfigError
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-@dataclass(frozen=True)
-class Ran:
-    """What ``ablate ARGS`` returned and printed."""
-
-    returncode: int
-    stdout: str
-    stderr: str
+from tests.conftest import REPO, Ran, ablate_here
 
 
-@pytest.fixture
-def ablate(capsys, monkeypatch):
-    """``ablate(*args)``: run the command in this process from the repository root (``cwd``: elsewhere)."""
-    def run(*args: str, cwd: Path = REPO) -> Ran:
-        monkeypatch.chdir(cwd)
-        capsys.readouterr()  # what an earlier call printed is not this one's
-        code = main(list(args))
-        out = capsys.readouterr()
-        return Ran(code, out.out, out.err)
-    return run
+def ablate(*args: str, cwd: Path = REPO) -> Ran:
+    return ablate_here(*args, cwd=cwd)
 
 
-def test_describe_json_reports_the_paper_parameter_counts(ablate):
+def test_describe_json_reports_the_paper_parameter_counts():
     base = ablate("describe", "configs/transformer_base.yaml", "data.vocab_size=41000", "--json")
     assert base.returncode == 0, base.stderr
     assert json.loads(base.stdout)["parameters"]["total"] == 65_130_496
@@ -50,13 +30,13 @@ def test_describe_json_reports_the_paper_parameter_counts(ablate):
     assert info["dims"]["d_k"] == 16 and info["dims"]["d_v"] == 64
 
 
-def test_describe_text_shows_config_and_parts(ablate):
+def test_describe_text_shows_config_and_parts():
     out = ablate("describe", "configs/transformer_big.yaml")
     assert out.returncode == 0, out.stderr
     assert "d_model: 1024" in out.stdout and "encoder" in out.stdout and "total" in out.stdout
 
 
-def test_components_lists_kinds_names_and_parameters(ablate):
+def test_components_lists_kinds_names_and_parameters():
     out = ablate("components")
     assert out.returncode == 0
     for text in ("positional:", "sinusoidal", "learned", "rope", "mask:", "sliding_window", "window: int = 64",
@@ -77,7 +57,7 @@ def test_components_lists_kinds_names_and_parameters(ablate):
         (["components", "colour"], "kind='colour'"),
     ],
 )
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(ablate, tmp_path, args, message):
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message):
     (tmp_path / "configs").symlink_to(REPO / "configs")
     out = ablate(*args, cwd=tmp_path)
     assert out.returncode == 2, out.stderr
