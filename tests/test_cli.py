@@ -1,7 +1,7 @@
 """The ``ablate`` command as a user runs it: exit codes, one-line errors, nothing written on bad input.
 
-In-process through :func:`ablate.cli.main` (what the console script calls), with pytest's capture; only the closed
-pipe needs a real process."""
+In-process through :func:`ablate.cli.main` (what the console script calls; ``tests.conftest.ablate_here``); only the
+closed pipe needs a real process."""
 
 from __future__ import annotations
 
