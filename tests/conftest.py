@@ -4,12 +4,17 @@ Tiny Shakespeare language-model run (``lm_run_dir``)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
+
+from ablate.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ABLATE_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -33,6 +38,29 @@ TRANSLATION = SMALL + ["train.max_steps=12", "train.val_every=6", "train.schedul
                        "train.keep_checkpoints=2", "train.checkpoint_every=4"]
 LM = SMALL + ["train.max_steps=6", "train.val_every=3", "train.schedule_args.warmup=3", "data.vocab_size=300",
               "data.max_len=32", "data.batch_size=8", "data.limit_train=64", "data.limit_val=8"]
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What ``ablate ARGS`` returned and printed, as :func:`subprocess.run` would give it."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def ablate_here(*args: str, cwd: Path) -> Ran:
+    """``ablate ARGS`` in this process (:func:`ablate.cli.main`, what the console script calls) from ``cwd``, its
+    output captured: for commands that kill nothing and register nothing (a user's ``--import`` stays in a child
+    process, which keeps this session's registry clean). Any fixture scope may call it (it needs no capsys)."""
+    out, err, before = io.StringIO(), io.StringIO(), os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    finally:
+        os.chdir(before)
+    return Ran(code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(scope="session")

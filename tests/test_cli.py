@@ -1,4 +1,7 @@
-"""The ``ablate`` command as a user runs it: exit codes, one-line errors, nothing written on bad input."""
+"""The ``ablate`` command as a user runs it: exit codes, one-line errors, nothing written on bad input.
+
+In-process through :func:`ablate.cli.main` (what the console script calls; ``tests.conftest.ablate_here``); only the
+closed pipe needs a real process."""
 
 from __future__ import annotations
 
@@ -10,13 +13,11 @@ from pathlib import Path
 import pytest
 
 from ablate.errors import ConfigError
+from tests.conftest import REPO, Ran, ablate_here
 
-REPO = Path(__file__).resolve().parents[1]
 
-
-def ablate(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ablate.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+def ablate(*args: str, cwd: Path = REPO) -> Ran:
+    return ablate_here(*args, cwd=cwd)
 
 
 def test_describe_json_reports_the_paper_parameter_counts():

@@ -77,7 +77,8 @@ def _check(args: argparse.Namespace) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ablate.sweep import load_sweep
-    from ablate.sweep.launch import format_matrix, launch, plan_json
+    from ablate.cli.matrix import format_matrix, plan_json
+    from ablate.sweep.launch import launch
     from ablate.sweep.read import check_overrides
 
     _check(args)

@@ -19,12 +19,9 @@ from typing import Any
 from ablate.errors import ConfigError
 from ablate.runs.files import final_value, read_json, read_metrics, read_result
 from ablate.runs.metrics import EVALUATED  # top-level entries ``ablate evaluate`` adds to result.json
+from ablate.runs.status import ENDED, Status
 from ablate.stats.design import Design
 
-PENDING = "pending"  # planned, no result.json yet
-FINISHED = "finished"
-FAILED = "failed"
-STOPPED = "stopped"  # ended early by hyperband: not an outcome of its variant
 GOALS = ("minimize", "maximize")
 PLAN_KEYS = ("name", "metric", "runs")
 RUN_KEYS = ("id", "variant")
@@ -71,26 +68,26 @@ class RunRow:
 
     @property
     def finished(self) -> bool:
-        return self.status == FINISHED
+        return self.status == Status.FINISHED
 
     @property
     def ended(self) -> bool:
         """Finished or failed: an outcome of its variant (a run still going, or stopped early, is not one)."""
-        return self.status in (FINISHED, FAILED)
+        return self.status in ENDED
 
     def outcome(self, key: str) -> float | None:
         """The run as an outcome on ``key``: its value when it finished, NaN when it failed, None when it has not
         ended or never logged ``key``."""
-        if self.status == FAILED:
+        if self.status == Status.FAILED:
             return math.nan
-        return self.value(key) if self.status == FINISHED else None
+        return self.value(key) if self.status == Status.FINISHED else None
 
     def outcome_at(self, step: int) -> float | None:
         """The run as an outcome at ``step`` of its curve (the headline metric): NaN when it failed, its value there
         when it finished or was stopped early, None when it has not ended or logged nothing at that step."""
-        if self.status == FAILED:
+        if self.status == Status.FAILED:
             return math.nan
-        return dict(self.curve).get(step) if self.status in (FINISHED, STOPPED) else None
+        return dict(self.curve).get(step) if self.status in (Status.FINISHED, Status.STOPPED) else None
 
     def value(self, key: str) -> float | None:
         """The run's *final* value of ``key``, its best when the final lacks it; None when that is not finite."""
@@ -186,9 +183,9 @@ def read_run(sweep_dir: Path, entry: dict[str, Any], metric: str) -> RunRow:
                   factors=dict(entry.get("factors") or {}))
     result = read_result(run_dir)
     if result is None:
-        return RunRow(status=PENDING, parameters=entry.get("parameters"), **common)
+        return RunRow(status=Status.PENDING, parameters=entry.get("parameters"), **common)
     run = RunRow(
-        status=str(result.get("status", PENDING)),
+        status=str(result.get("status", Status.PENDING)),
         step=result.get("step"),
         parameters=result.get("parameters", entry.get("parameters")),
         # test/bleu sits beside "final": `ablate evaluate` adds it once training has finished
@@ -205,8 +202,8 @@ def read_run(sweep_dir: Path, entry: dict[str, Any], metric: str) -> RunRow:
         **common,
     )
     if run.finished and run.diverged(metric):  # a NaN or infinite result is a failure, whatever the run said
-        run = replace(run, status=FAILED, error=f"{metric} = {run.final.get(metric, run.best.get(metric))} at the end: "
-                      "the run diverged")
+        value = run.final.get(metric, run.best.get(metric))
+        run = replace(run, status=Status.FAILED, error=f"{metric} = {value} at the end: the run diverged")
     return run
 
 
@@ -226,7 +223,7 @@ def outcomes(runs: Iterable[RunRow], metric: str, step: int | None = None) -> di
 def common_step(runs: Iterable[RunRow]) -> int | None:
     """The last step at which every finished or stopped run logged the headline metric: where runs stopped early
     (hyperband) and runs that went on are compared like with like; None when there is no such step."""
-    steps = [{step for step, _ in run.curve} for run in runs if run.status in (FINISHED, STOPPED)]
+    steps = [{step for step, _ in run.curve} for run in runs if run.status in (Status.FINISHED, Status.STOPPED)]
     shared = set.intersection(*steps) if steps else set()
     return max(shared) if shared else None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ablate.stats.factorial import INTERACTION, WITHIN
 from ablate.report.table import Effect, Report, Trend
 from ablate.report.text import FORMATS, NUMBER, format_count, label, pairs_text
+from ablate.runs.status import Status
 from ablate.stats.compare import Comparison
 
 DECIDED = ("better", "worse")
@@ -30,7 +31,7 @@ def verdict_cell(effect: Effect, spec: str) -> str:
     """An effect's verdict; an interaction's as whether the effect depends on the other factor."""
     c = effect.comparison
     if c is None:
-        return "pending"
+        return Status.PENDING  # until every cell has an ended run
     if effect.contrast.kind == INTERACTION:
         if c.verdict in DECIDED:
             return "interaction: the effect depends on the other factor"

@@ -25,6 +25,7 @@ from ablate.report.text import (
     fused_note,
     status_note,
 )
+from ablate.runs.status import Status
 
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222;
@@ -119,14 +120,14 @@ def failures(report: Report) -> str:
     """A list of the failed runs with their full error message, or nothing."""
     items = [f"<li><code>{escape(run.id)}</code> ({escape(run.variant)}, seed {escape(format_value(run.seed))}): "
              f"<span class=\"error\">{escape(run.error or '(no message)')}</span></li>"
-             for run in report.runs if run.status == "failed"]
+             for run in report.runs if run.status == Status.FAILED]
     return f"<h2>Failures</h2>\n<ul>{''.join(items)}</ul>" if items else ""
 
 
 def header(report: Report) -> str:
     """Title, metric and goal, date, and the note on missing and failed runs."""
     counts = report.status_counts()
-    complete = counts.get("finished", 0) == len(report.runs)
+    complete = counts.get(Status.FINISHED, 0) == len(report.runs)
     note = status_note(report) + ("" if complete else " Variants without a finished run show their status "
                                   "instead of numbers; the others average the seeds that finished.")
     better = "lower" if report.goal == "minimize" else "higher"

@@ -17,8 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ablate.report.collect import (FAILED, FINISHED, STOPPED, Plan, RunRow, common_step, outcomes, read_plan,
-                                   read_runs)
+from ablate.report.collect import Plan, RunRow, common_step, outcomes, read_plan, read_runs
+from ablate.runs.status import SETTLED, Status
 from ablate.stats.factorial import (LADDER, SIMPLE, TREND, Contrast, Factorial, factors_of, judge, trend_verdict)
 from ablate.stats import verdict as V
 from ablate.stats.compare import Comparison
@@ -104,21 +104,21 @@ class VariantRow:
 
     @property
     def n_failed(self) -> int:
-        return sum(run.status == FAILED for run in self.runs)
+        return sum(run.status == Status.FAILED for run in self.runs)
 
     @property
     def first_error(self) -> str | None:
         """The error message of the first failed run, in plan order."""
-        return next((run.error or "(no message)" for run in self.runs if run.status == FAILED), None)
+        return next((run.error or "(no message)" for run in self.runs if run.status == Status.FAILED), None)
 
     @property
     def status(self) -> str:
         """``finished`` (every seed), ``partial`` (some), ``failed`` (every seed failed) or ``pending``."""
         if self.n_finished == self.n_runs:
-            return FINISHED
+            return Status.FINISHED
         if self.n_finished:
             return "partial"
-        return FAILED if self.n_failed == self.n_runs else "pending"
+        return Status.FAILED if self.n_failed == self.n_runs else Status.PENDING
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ def variant_row(name: str, runs: list[RunRow], keys: tuple[str, ...], *, is_base
         delta=None,
         tokens_per_s=Stat.of(run.tokens_per_s for run in done),
         wall_time_s=Stat.of(run.wall_time_s for run in done),
-        curve=Curve.of(run for run in runs if run.status != FAILED),
+        curve=Curve.of(run for run in runs if run.status != Status.FAILED),
         is_base=is_base,
         leaks_labels=any(run.leaks_labels for run in runs),
         matched=next((run.matched for run in runs if run.matched), None),
@@ -221,7 +221,7 @@ def variant_row(name: str, runs: list[RunRow], keys: tuple[str, ...], *, is_base
 
 def going(row: VariantRow) -> bool:
     """Some run of the row has not ended yet (its numbers are interim)."""
-    return any(run.status not in (FINISHED, FAILED, STOPPED) for run in row.runs)
+    return any(run.status not in SETTLED for run in row.runs)
 
 
 LEAKS = "not comparable: its mask leaks labels"
@@ -283,7 +283,7 @@ def judge_runs(contrast: Contrast, rows: dict[str, VariantRow], ended: dict[str,
     """
     runs = [run for v in contrast.cells for run in rows[v].runs]
     interim = any(going(rows[v]) for v in contrast.cells)
-    stopped = sum(run.status == STOPPED for run in runs)
+    stopped = sum(run.status == Status.STOPPED for run in runs)
     if not stopped:
         return judge(contrast, ended, design, goal, interim=interim) if all(ended.get(v) for v in contrast.cells) \
             else None

@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 from ablate.report.table import BLEU, LEAKS, LENGTH, TEST_BLEU, Report, Stat, VariantRow
+from ablate.runs.status import Status
 from ablate.stats.compare import Comparison
 from ablate.stats.planning import MAX_PLANNED, POWER, SD_CONFIDENCE
 
@@ -297,5 +298,5 @@ def fused_note(report: Report) -> list[str]:
 def status_note(report: Report) -> str:
     """``7 runs: 4 finished, 1 failed, 1 running, 1 pending.``"""
     counts = report.status_counts()
-    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: kv[0] != "finished"))
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: kv[0] != Status.FINISHED))
     return f"{len(report.runs)} runs: {parts}." if report.runs else "The plan has no runs."

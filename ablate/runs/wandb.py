@@ -25,6 +25,7 @@ from ablate.config.schema import Logger as LoggerKind
 from ablate.config.schema import WandbMode
 from ablate.errors import ConfigError
 from ablate.runs.files import config_hash, read_result, write_atomic
+from ablate.runs.status import Status
 
 MODES = tuple(m.value for m in WandbMode)
 _ENV_MODES = {"online": "online", "run": "online", "offline": "offline", "dryrun": "offline", "disabled": "disabled",
@@ -181,7 +182,7 @@ class _RunLogger(WandbLogger):
         if self._experiment is None or result.get("status") != status:
             return
         record_result(self, result)
-        self._experiment.finish(exit_code=0 if status == "finished" else 1)
+        self._experiment.finish(exit_code=0 if status == Status.FINISHED else 1)
         self._experiment = None  # a later use starts (resumes) the same run id again
 
 

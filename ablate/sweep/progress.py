@@ -21,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 from ablate.runs.files import read_result
+from ablate.runs.status import Status
 from ablate.sweep.plan import PlannedRun
 from ablate.sweep.queue import Look
 
@@ -75,7 +76,7 @@ def start_note(name: str, runs: list[PlannedRun], todo: list[PlannedRun], sweep_
     if not earlier:
         return f"ablate: sweep {name}: {len(todo)} runs to start{at_most}"
     counts = ", ".join(f"{n} {status}" for status, n in earlier.most_common())
-    retry = " (--retry-failed trains the failed ones again)" if earlier.get("failed") else ""
+    retry = " (--retry-failed trains the failed ones again)" if earlier.get(Status.FAILED) else ""
     if not todo:
         return f"ablate: sweep {name}: nothing left to train: its {len(runs)} runs ended in earlier launches " \
                f"({counts}){retry}"

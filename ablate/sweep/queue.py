@@ -15,16 +15,15 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ablate.runs.files import final_value, read_history, read_result
+from ablate.runs.status import SETTLED, Status
 from ablate.sweep.plan import Planner, PlannedRun
 from ablate.sweep.spec import Sweep
-
-SETTLED = ("finished", "failed", "stopped")
 
 
 def run_value(sweep_dir: Path, run: PlannedRun, metric: str) -> float | None:
     """A settled run's final value of the sweep's metric (its best when the final is missing)."""
     result = read_result(sweep_dir / run.run_dir) or {}
-    if result.get("status") != "finished":
+    if result.get("status") != Status.FINISHED:
         return None
     value = final_value(result, metric)
     if value is None and isinstance(result.get(metric), (int, float)):  # test/bleu: ablate evaluate adds it
@@ -46,6 +45,8 @@ class Look:
 
 class RunQueue:
     """The plan's runs still to do, handed out in plan order."""
+
+    planned_ahead = True  # its runs are planned before they start (a progress bar can count them)
 
     def __init__(self, sweep: Sweep, sweep_dir: Path, runs: list[PlannedRun], todo: list[PlannedRun]):
         self.sweep, self.sweep_dir = sweep, sweep_dir
@@ -86,6 +87,8 @@ class StreamQueue(RunQueue):
     sweep is stopped (Ctrl-C, SIGTERM: finished runs stay, the rest resume on relaunch, whose stream draws
     the same points again)."""
 
+    planned_ahead = False
+
     def __init__(self, sweep: Sweep, sweep_dir: Path, runs: list[PlannedRun], todo: list[PlannedRun],
                  stream: Iterator[PlannedRun], save: Callable[[list[PlannedRun]], None]):
         super().__init__(sweep, sweep_dir, runs, todo)
@@ -108,6 +111,8 @@ class StreamQueue(RunQueue):
 
 class BayesQueue(RunQueue):
     """Points proposed by :class:`ablate.sweep.bayes.BayesSearch`, each run once per seed, ``run_cap`` runs in all."""
+
+    planned_ahead = False
 
     def __init__(self, sweep: Sweep, sweep_dir: Path, planner: Planner, runs: list[PlannedRun],
                  save: Callable[[list[PlannedRun]], None], is_done: Callable[[PlannedRun], bool]):
@@ -178,9 +183,9 @@ def run_score(sweep: Sweep, sweep_dir: Path, run: PlannedRun, ended: list[list[f
     status = (read_result(sweep_dir / run.run_dir) or {}).get("status")
     own = [v for v in read_history(sweep_dir / run.run_dir, name) if math.isfinite(v)]
     best = (min if minimize else max)
-    if status == "finished" and (value := run_value(sweep_dir, run, name)) is not None and math.isfinite(value):
+    if status == Status.FINISHED and (value := run_value(sweep_dir, run, name)) is not None and math.isfinite(value):
         return value
-    if status == "stopped" and own:
+    if status == Status.STOPPED and own:
         return best(own)
     impute = sweep.metric.get("impute", "worst")
     if impute == "best":

@@ -33,6 +33,7 @@ from tqdm import tqdm
 
 from ablate.runs.files import STOP_FILE, read_history, read_result, variant_hash, write_atomic, write_json
 from ablate.runs.lock import EXIT_LOCKED
+from ablate.runs.status import Status
 from ablate.sweep import warm
 from ablate.sweep.arrays import Fusing
 from ablate.sweep.hyperband import Hyperband
@@ -58,11 +59,11 @@ def pending(runs: list[PlannedRun], sweep_dir: Path, retry_failed: bool,
     for run in runs:
         result = read_result(sweep_dir / run.run_dir) or {}
         status = result.get("status")
-        if status == "finished" and evaluate is not None and result.get("evaluated") != list(evaluate):
+        if status == Status.FINISHED and evaluate is not None and result.get("evaluated") != list(evaluate):
             todo.append(run)
-        elif status in ("finished", "stopped"):
+        elif status in (Status.FINISHED, Status.STOPPED):
             outcome.skipped.append(run.id)
-        elif status == "failed" and not retry_failed:
+        elif status == Status.FAILED and not retry_failed:
             outcome.failed[run.id] = (read_result(sweep_dir / run.run_dir) or {}).get("error", "failed")
         else:
             todo.append(run)
@@ -136,12 +137,12 @@ def _ended(run_dir: Path, code: int, log: Path) -> str:
     """Record in ``result.json`` how a run's process ended when the run could not say so itself (killed, or gone
     before it started); returns its error (or the exit code)."""
     result = read_result(run_dir) or {}
-    if code not in (0, EXIT_LOCKED) and result.get("status") in (None, "running"):
+    if code not in (0, EXIT_LOCKED) and result.get("status") in (None, Status.RUNNING):
         why = f"{_why(code, log)}; see {log}"
         if code in INTERRUPTED:  # stopped from outside, even before it could say so itself: it resumes
-            result.update(status="interrupted", error=why)
+            result.update(status=Status.INTERRUPTED, error=why)
         else:
-            result.update(status="failed", error=why)
+            result.update(status=Status.FAILED, error=why)
         write_json(run_dir / "result.json", result)
     return result.get("error", f"exit code {code}")
 
@@ -167,9 +168,9 @@ def train_array_here(runs: list[PlannedRun], sweep_dir: Path, config_texts: list
     ended = []
     for run in runs:
         run_dir = sweep_dir / run.run_dir
-        mine = 1 if code == 0 and (read_result(run_dir) or {}).get("status") == "failed" else code
+        mine = 1 if code == 0 and (read_result(run_dir) or {}).get("status") == Status.FAILED else code
         error = _ended(run_dir, code, log)
-        if mine == 0 and evaluate is not None and (read_result(run_dir) or {}).get("status") == "finished":
+        if mine == 0 and evaluate is not None and (read_result(run_dir) or {}).get("status") == Status.FINISHED:
             mine, error = _evaluate(run_dir, list(evaluate), env, cwd, fresh)
         ended.append((mine, error))
     return ended
@@ -208,7 +209,8 @@ def train_here(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str
     ``cwd``: the folder relative paths in its config are relative to (default: this process's); ``fresh``: a new
     interpreter rather than a fork of the warm server."""
     code, error = _train(run, sweep_dir, config_text, env, cwd, fresh)
-    if code == 0 and evaluate is not None and (read_result(sweep_dir / run.run_dir) or {}).get("status") == "finished":
+    if (code == 0 and evaluate is not None
+            and (read_result(sweep_dir / run.run_dir) or {}).get("status") == Status.FINISHED):
         code, error = _evaluate(sweep_dir / run.run_dir, list(evaluate), env, cwd, fresh)
     return code, error
 
@@ -289,15 +291,15 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
                 status = (read_result(sweep_dir / run.run_dir) or {}).get("status")
                 if code == EXIT_LOCKED:
                     outcome.skipped.append(run.id)
-                elif status == "interrupted":
+                elif status == Status.INTERRUPTED:
                     outcome.interrupted.append(run.id)
                 elif code != 0:
                     outcome.failed[run.id] = error
-                elif status == "stopped":
+                elif status == Status.STOPPED:
                     outcome.stopped.append(run.id)
                 else:
                     outcome.done.append(run.id)
-                if code != EXIT_LOCKED and status != "interrupted":
+                if code != EXIT_LOCKED and status != Status.INTERRUPTED:
                     ended.add(run.id)
                     seconds[run.id] = time.monotonic() - started[run.id]
                 queue.settled(run)

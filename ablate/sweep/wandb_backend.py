@@ -28,6 +28,7 @@ from typing import Any, Iterator
 
 from ablate.errors import ConfigError, check_name
 from ablate.runs.owner import check_folder, claim, sweep_identity
+from ablate.runs.status import Status
 from ablate.stats.factorial import LADDER, ROW
 from ablate.sweep.read import load_sweep
 from ablate.sweep.spec import Sweep
@@ -156,10 +157,10 @@ def agent_trial(params: dict[str, Any]) -> list[Path]:
             pass  # result.json says why; the next seed still trains
         result = read_result(run_dir) or {}
         value = (result.get("final") or {}).get(sweep.metric["name"])
-        if result.get("status") == "finished" and isinstance(value, (int, float)):
+        if result.get("status") == Status.FINISHED and isinstance(value, (int, float)):
             values.append(float(value))
         dirs.append(run_dir)
-        if i == 0 and result.get("status") == "interrupted":
+        if i == 0 and result.get("status") == Status.INTERRUPTED:
             break  # W&B's controller stopped the point (hyperband): its other seeds are not wanted
     if len(runs) > 1 and values:  # the point's score: the mean over the seeds that finished
         first = run_config(sweep, runs[0].overrides, sweep_dir / runs[0].run_dir, extra,

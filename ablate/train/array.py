@@ -29,6 +29,7 @@ from ablate.data.members import MemberData
 from ablate.errors import ConfigError
 from ablate.runs.files import config_hash, read_result, variant_hash, write_atomic, write_json
 from ablate.runs.lock import run_lock
+from ablate.runs.status import SETTLED, Status
 from ablate.runtime import allocator_in_use
 from ablate.train.callbacks import ValidateAtLastStep, WallClock
 from ablate.train.checkpoints import AtomicCheckpointIO
@@ -96,7 +97,7 @@ def train_array(cfgs: list[DictConfig], array_dir: Path | None = None) -> list[P
 def _settled(run_dir: Path, cfg: DictConfig) -> bool:
     """Whether ``run_dir`` holds this config's run, ended (finished, failed or stopped)."""
     result = read_result(run_dir) or {}
-    return result.get("status") in ("finished", "failed", "stopped") and result.get("config_hash") == config_hash(cfg)
+    return result.get("status") in SETTLED and result.get("config_hash") == config_hash(cfg)
 
 
 def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs: list[Path], array_dir: Path,
@@ -113,12 +114,12 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
             "started_at": start, "fused": {"members": len(cfgs), "array": str(array_dir)}}
     for m in members:
         write_atomic(m.run_dir / "config.yaml", OmegaConf.to_yaml(m.cfg))
-        write_json(m.run_dir / "result.json", {**(read_result(m.run_dir) or {}), **_result(m, base, "running")})
+        write_json(m.run_dir / "result.json", {**(read_result(m.run_dir) or {}), **_result(m, base, Status.RUNNING)})
     clock = WallClock(start)
     book = Members(members, every=cfgs[0].train.log_every,
                    record=lambda m: write_json(m.run_dir / "result.json", _result(m, base, m.status, book)))
     callbacks = [clock, book, ValidateAtLastStep(), ArrayResume()]
-    status, error = "interrupted", None
+    status, error = Status.INTERRUPTED, None
     try:
         # at every validation, replacing the one before (no monitor: the newest is the one kept)
         last_only = ModelCheckpoint(dirpath=array_dir, filename="last", save_top_k=1, enable_version_counter=False)
@@ -126,17 +127,17 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
                                                 callbacks=[last_only, *callbacks]))
         print(threads, file=sys.stderr)
         trainer.fit(system, datamodule=data, ckpt_path=str(resume) if resume else None)
-        status = "interrupted" if trainer.interrupted else "finished"
+        status = Status.INTERRUPTED if trainer.interrupted else Status.FINISHED
     except Exception as exc:
-        status, error = "failed", f"{type(exc).__name__}: {exc}"
+        status, error = Status.FAILED, f"{type(exc).__name__}: {exc}"
         base["traceback"] = traceback.format_exc(limit=8)
         raise RunFailed(array_dir, error) from exc
     finally:
         base["wall_time_s"] = clock.seconds
         for m in members:
-            if m.status == "running":
+            if m.status == Status.RUNNING:
                 m.status, m.error = status, error
-                m.step = getattr(system, "global_step", m.step) if status != "failed" else m.step
+                m.step = getattr(system, "global_step", m.step) if status != Status.FAILED else m.step
             result = _result(m, base, m.status, book)
             write_json(m.run_dir / "result.json", result)
             for logger in m.loggers:

@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 
 from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_json, read_result, write_json
 from ablate.runs.metrics import perplexity
+from ablate.runs.status import Status
 from ablate.train.checkpoints import save_weights
 from ablate.train.fused_system import RUNNING, FusedSystem
 
@@ -33,7 +34,7 @@ class Member:
     run_dir: Path
     cfg: DictConfig
     loggers: list[Any]
-    status: str = "running"  # running, finished, failed, stopped
+    status: Status = Status.RUNNING  # then finished, failed or stopped
     error: str | None = None
     stopped_because: str | None = None
     step: int = 0
@@ -63,7 +64,7 @@ class Members(pl.Callback):
 
     @property
     def running(self) -> list[Member]:
-        return [m for m in self.members if m.status == "running"]
+        return [m for m in self.members if m.status == Status.RUNNING]
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         for m in self.members:  # an earlier attempt's history, up to where this one resumes
@@ -71,7 +72,7 @@ class Members(pl.Callback):
             earlier = read_json(path).get("history", {}) if path.is_file() else {}
             m.history = {k: [p for p in v if p[0] <= trainer.global_step] for k, v in earlier.items()}
         for m, out in zip(self.members, pl_module.out.tolist()):
-            if out and m.status == "running":  # out before the checkpoint this attempt resumed from
+            if out and m.status == Status.RUNNING:  # out before the checkpoint this attempt resumed from
                 self._fail(m, pl_module, trainer.global_step, None)
         self._t0 = time.perf_counter()
 
@@ -83,7 +84,7 @@ class Members(pl.Callback):
             stop = m.run_dir / STOP_FILE
             if stop.is_file():
                 m.stopped_because = stop.read_text().strip() or "stopped by a request"
-                self._out(m, pl_module, "stopped", trainer.global_step)
+                self._out(m, pl_module, Status.STOPPED, trainer.global_step)
         if trainer.global_step % self.every == 0:
             self._log_train(trainer, pl_module)
         if not self.running:
@@ -103,7 +104,7 @@ class Members(pl.Callback):
         aux = {name: value.tolist() for name, value in pl_module.aux_last.items()}
         for m, n, loss in zip(self.members, tokens, losses):
             m.tokens += n
-            if m.status != "running":
+            if m.status != Status.RUNNING:
                 continue
             metrics = {"train/loss": loss, "lr-Adam": lr, **{f"train/aux/{k}": v[m.index] for k, v in aux.items()}}
             if seconds > 0:
@@ -115,7 +116,7 @@ class Members(pl.Callback):
     def _check(self, trainer: pl.Trainer, pl_module: FusedSystem) -> None:
         """Fail the members whose training loss went bad since the last read."""
         for m, step in zip(self.members, pl_module.first_bad.tolist()):
-            if step != RUNNING and m.status == "running":
+            if step != RUNNING and m.status == Status.RUNNING:
                 self._fail(m, pl_module, step, f"FloatingPointError: train/loss is not finite at step {step}")
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -149,7 +150,7 @@ class Members(pl.Callback):
 
     def _fail(self, m: Member, pl_module: FusedSystem, step: int, error: str | None) -> None:
         m.error = error or (read_result(m.run_dir) or {}).get("error") or "failed in an earlier attempt"
-        self._out(m, pl_module, "failed", step)
+        self._out(m, pl_module, Status.FAILED, step)
 
     def _out(self, m: Member, pl_module: FusedSystem, status: str, step: int) -> None:
         pl_module.out[m.index] = True

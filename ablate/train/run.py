@@ -24,6 +24,7 @@ from ablate.data import build_task
 from ablate.runs.files import config_hash, read_result, write_atomic, write_json
 from ablate.runs.lock import run_lock
 from ablate.runs.metrics import perplexity
+from ablate.runs.status import Status
 from ablate.runtime import allocator_in_use
 from ablate.train.callbacks import (FiniteLoss, LoggedLossBar, Progress, StopRequest, TokenThroughput,
                                     ValidateAtLastStep, WallClock)
@@ -156,7 +157,7 @@ def train(cfg: DictConfig) -> Path:
         previous = read_result(run_dir) or {}
         if lead:
             check_run_dir(run_dir, cfg, previous)
-        if previous.get("status") == "finished" and previous.get("config_hash") == config_hash(cfg):
+        if previous.get("status") == Status.FINISHED and previous.get("config_hash") == config_hash(cfg):
             return run_dir  # another process finished this very run while we waited to start it
         try:
             _fit(cfg, system, data, run_dir, start, lead, threads)
@@ -177,7 +178,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
     last = run_dir / "checkpoints" / "last.ckpt"
     resume = last if last.is_file() else None
     precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator, cfg.model.d_model)
-    result: dict[str, Any] = {"status": "running", "config_hash": config_hash(cfg), "run_dir": str(run_dir),
+    result: dict[str, Any] = {"status": Status.RUNNING, "config_hash": config_hash(cfg), "run_dir": str(run_dir),
                               "allocator": allocator_in_use(), "precision": precision}
     write(run_dir / "result.json", {**(read_result(run_dir) or {}), **result})
 
@@ -198,8 +199,8 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         for logger in trainer.loggers:
             logger.log_hyperparams({"params/" + k: v for k, v in system.n_params.items()})
     except Exception as exc:
-        result.update(status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(limit=8),
-                      wall_time_s=clock.seconds)
+        result.update(status=Status.FAILED, error=f"{type(exc).__name__}: {exc}",
+                      traceback=traceback.format_exc(limit=8), wall_time_s=clock.seconds)
         write(run_dir / "result.json", result)
         raise RunFailed(run_dir, result["error"]) from exc
     if lead:
@@ -207,13 +208,15 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
     try:
         trainer.fit(system, datamodule=data, ckpt_path=str(resume) if resume else None)
     except Exception as exc:
-        result.update(status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(limit=8))
+        result.update(status=Status.FAILED, error=f"{type(exc).__name__}: {exc}",
+                      traceback=traceback.format_exc(limit=8))
         raise RunFailed(run_dir, result["error"]) from exc
     except BaseException as exc:  # KeyboardInterrupt, SystemExit: resumable from last.ckpt
-        result.update(status="interrupted", error=type(exc).__name__)
+        result.update(status=Status.INTERRUPTED, error=type(exc).__name__)
         raise
     else:
-        result["status"] = "interrupted" if trainer.interrupted else "stopped" if stop.reason else "finished"
+        result["status"] = (Status.INTERRUPTED if trainer.interrupted else Status.STOPPED if stop.reason else
+                            Status.FINISHED)
         if stop.reason:
             result["stopped_because"] = stop.reason
     finally:

@@ -7,8 +7,6 @@ watches the data section while the task loads and batches).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -18,7 +16,7 @@ import ablate
 from ablate import registry
 from ablate.config.reads import CORE_READS, component_keys, effective
 from ablate.errors import NoEffect
-from tests.conftest import REPO
+from tests.conftest import REPO, ablate_here
 
 
 @pytest.mark.parametrize("overrides,message", [
@@ -117,8 +115,7 @@ def test_a_sweep_over_a_key_the_run_ignores_is_refused_before_anything_runs(tmp_
         parameters:
           data.max_tokens: {{values: [1000, 2000]}}
     """))
-    out = subprocess.run([sys.executable, "-m", "ablate.cli", "sweep", "s.yaml", "--dry-run"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300)
+    out = ablate_here("sweep", "s.yaml", "--dry-run", cwd=tmp_path)
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
     assert "data.max_tokens=1000 has no effect: task 'reverse' does not read data.max_tokens" in out.stderr
     assert list(tmp_path.iterdir()) == [tmp_path / "s.yaml"]
@@ -141,8 +138,7 @@ def test_dry_run_flags_rows_that_train_the_same_model(tmp_path):
           - {{name: explicit d_k, model.d_k: 16, model.d_v: 16}}
           - {{name: pre, model.norm_position: pre}}
     """))
-    out = subprocess.run([sys.executable, "-m", "ablate.cli", "sweep", "s.yaml", "--dry-run"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300)
+    out = ablate_here("sweep", "s.yaml", "--dry-run", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "explicit d_k: 0.235M params; SAME MODEL AND TRAINING AS 'base'" in out.stdout
     assert "pre: 0.235M params (+0.11%); encoder.layers.*.res_attn: PostNorm -> PreNorm" in out.stdout

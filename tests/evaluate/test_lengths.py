@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -17,7 +15,7 @@ from ablate.errors import ConfigError
 from ablate.evaluate.lengths import evaluate_lengths
 from ablate.evaluate.load import load_run_model, run_task
 from ablate.train.run import train
-from tests.conftest import LM, REPO
+from tests.conftest import LM, REPO, ablate_here
 
 
 def _brute_force(run_dir, factor: int) -> float:
@@ -53,8 +51,7 @@ def test_learned_positions_cannot_be_scored_beyond_their_table(shared_data, tmp_
         f"data.path={shared_data / 'tinyshakespeare' / 'input.txt'}", f"data.cache_dir={tmp_path / 'cache'}",
         f"output_dir={tmp_path / 'run'}"])
     run_dir = train(cfg)
-    out = subprocess.run([sys.executable, "-m", "ablate.cli", "evaluate", str(run_dir), "--lengths", "1,2,4"],
-                         capture_output=True, text=True, timeout=300)
+    out = ablate_here("evaluate", str(run_dir), "--lengths", "1,2,4", cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.strip().splitlines()
     assert lines[0].startswith("1x (32 tokens): val/loss ") and lines[1].startswith("2x (64 tokens): val/loss ")
@@ -68,6 +65,5 @@ def test_bad_lengths_and_translation_runs_are_refused(lm_run_dir, run_dir):
         evaluate_lengths(lm_run_dir, factors=(100000,), device="cpu")
     with pytest.raises(ConfigError, match="decoder_only"):
         evaluate_lengths(run_dir, device="cpu")
-    out = subprocess.run([sys.executable, "-m", "ablate.cli", "evaluate", str(lm_run_dir), "--lengths", "1,x"],
-                         capture_output=True, text=True, timeout=300)
+    out = ablate_here("evaluate", str(lm_run_dir), "--lengths", "1,x", cwd=REPO)
     assert out.returncode == 2 and "--lengths='1,x'" in out.stderr and "Traceback" not in out.stderr

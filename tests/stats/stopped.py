@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ablate.report.collect import FINISHED, STOPPED, RunRow, outcomes
+from ablate.report.collect import RunRow, outcomes
+from ablate.runs.status import Status
 from ablate.stats.factorial import Factorial
 from ablate.report.table import variant_row, with_comparisons
 from ablate.stats.compare import Comparison, compare
@@ -44,8 +45,9 @@ def table(rng: np.random.Generator, *, seeds: int, delta: float, row_sd: float =
     stop = BAND.to_stop(histories, list(histories), "minimize")
     rows, survivors = [], {}
     for name, runs in drawn.items():
-        built = [RunRow(id=rid, variant=name, seed=seed, varied={}, status=STOPPED if rid in stop else FINISHED,
-                        run_dir=Path(rid), final={} if rid in stop else {METRIC: end},
+        built = [RunRow(id=rid, variant=name, seed=seed, varied={},
+                        status=Status.STOPPED if rid in stop else Status.FINISHED, run_dir=Path(rid),
+                        final={} if rid in stop else {METRIC: end},
                         curve=((100, band),) if rid in stop else ((100, band), (200, end)))
                  for rid, seed, band, end in runs]
         rows.append(variant_row(name, built, (METRIC,), is_base=name == "base"))

@@ -1,5 +1,6 @@
-"""What the sweep tests share: a tiny sweep file, the CLI in a child process (for sweeps that are killed, resumed or
-run on Ray), and readers of a sweep folder's plan and runs."""
+"""What the sweep tests share: a tiny sweep file, the CLI in this process (for sweeps that kill nothing: their runs
+still train in processes of their own, forked from one warm server for the whole session) or in a child process (for
+sweeps that are killed, resumed or run beside another launcher), and readers of a sweep folder's plan and runs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.conftest import REPO, TINY
+from tests.conftest import REPO, TINY, ablate_here  # noqa: F401  (ablate_here: the sweep tests' in-process CLI)
 
 FAST = TINY + ["train.max_steps=8", "train.val_every=4", "train.log_every=2", "trainer.enable_progress_bar=false",
                "logger=none"]

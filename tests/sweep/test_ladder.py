@@ -87,7 +87,7 @@ def test_a_bad_ladder_is_refused_naming_its_key(tmp_path, text, key):
 
 
 def test_the_dry_run_says_what_the_report_will_compare(tmp_path):
-    from ablate.sweep.launch import format_matrix
+    from ablate.cli.matrix import format_matrix
 
     sweep = load_sweep(REPO / "experiments" / "norm_warmup.yaml")
     text = format_matrix(sweep, plan_sweep(sweep, tmp_path))

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.sweep.conftest import ablate_cli, plan_of, run_attempts, run_statuses, sweep_file
+from tests.sweep.conftest import ablate_cli, ablate_here, plan_of, run_attempts, run_statuses, sweep_file
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,7 @@ def test_sweep_runs_records_failures_and_skips_finished_runs_on_relaunch(tmp_pat
         - {name: pre, model.norm_position: pre}
         - {name: diverges, train.schedule_args.scale: 1.0e+30, train.log_every: 1}
     """)
-    first = ablate_cli("sweep", str(path), "--workers", "2", cwd=tmp_path)
+    first = ablate_here("sweep", str(path), "--workers", "2", cwd=tmp_path)
     sweep_dir = tmp_path / "sweeps" / "t"
     assert first.returncode == 1, first.stderr[-2000:]  # one run failed; the sweep went on
     assert first.stdout.strip().splitlines()[-1] == "sweeps/t"
@@ -29,9 +29,9 @@ def test_sweep_runs_records_failures_and_skips_finished_runs_on_relaunch(tmp_pat
     assert "train/loss is" in failed["error"]
     assert "1 of 3 runs failed" in first.stderr
 
-    again = ablate_cli("sweep", str(path), cwd=tmp_path)  # nothing left to do: no run trains again
+    again = ablate_here("sweep", str(path), cwd=tmp_path)  # nothing left to do: no run trains again
     assert run_attempts(sweep_dir) == [1, 1, 1] and again.returncode == 1
-    retry = ablate_cli("sweep", str(path), "--retry-failed", cwd=tmp_path)
+    retry = ablate_here("sweep", str(path), "--retry-failed", cwd=tmp_path)
     assert run_attempts(sweep_dir) == [1, 1, 2] and retry.returncode == 1
 
 

@@ -14,7 +14,7 @@ import pytest
 from ablate.sweep import load_sweep
 from ablate.sweep.bayes import BayesSearch
 from tests.conftest import REPO, TINY
-from tests.sweep.conftest import ablate_cli, plan_of, run_statuses
+from tests.sweep.conftest import ablate_here, plan_of, run_statuses
 
 QUICK = TINY + ["train.log_every=2", "trainer.enable_progress_bar=false", "logger=none"]
 
@@ -72,14 +72,14 @@ def test_a_local_bayes_sweep_runs_plans_as_it_goes_and_resumes(tmp_path):
         parameters:
           model.dropout: {{min: 0.0, max: 0.3}}
     """)
-    out = ablate_cli("sweep", str(path), "--workers", "1", cwd=tmp_path)
+    out = ablate_here("sweep", str(path), "--workers", "1", cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     sweep_dir = tmp_path / "sweeps" / "bo"
     runs = plan_of(sweep_dir)["runs"]
     assert len(runs) == 3 and run_statuses(sweep_dir) == ["finished"] * 3
     assert [r["search"]["trial"] for r in runs] == [0, 1, 2]
     assert all(0.0 <= r["varied"]["model.dropout"] <= 0.3 for r in runs)
-    again = ablate_cli("sweep", str(path), "--workers", "1", cwd=tmp_path)
+    again = ablate_here("sweep", str(path), "--workers", "1", cwd=tmp_path)
     assert again.returncode == 0 and len(plan_of(sweep_dir)["runs"]) == 3  # nothing new: the cap is reached
 
 
@@ -99,7 +99,7 @@ def test_hyperband_stops_the_runs_its_rule_stops(tmp_path):
           - {{name: good again, train.lr: 3.0e-3, seed: 1}}
           - {{name: stuck, train.lr: 1.0e-8, train.max_steps: 400}}
     """)
-    out = ablate_cli("sweep", str(path), "--workers", "1", cwd=tmp_path)
+    out = ablate_here("sweep", str(path), "--workers", "1", cwd=tmp_path)
     sweep_dir = tmp_path / "sweeps" / "hb"
     assert run_statuses(sweep_dir) == ["finished", "finished", "stopped"], out.stderr[-3000:]
     stuck = json.loads((sweep_dir / plan_of(sweep_dir)["runs"][2]["run_dir"] / "result.json").read_text())
@@ -120,7 +120,7 @@ def test_no_run_starts_once_one_reaches_the_metric_target(tmp_path):
         base: {{config: {REPO / 'configs/default.yaml'}, overrides: [{overrides}]}}
         rows: [{{name: a}}, {{name: b, model.dropout: 0.2}}, {{name: c, model.dropout: 0.3}}]
     """)
-    out = ablate_cli("sweep", str(path), "--workers", "1", cwd=tmp_path)
+    out = ablate_here("sweep", str(path), "--workers", "1", cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert run_statuses(tmp_path / "sweeps" / "tg") == ["finished", "missing", "missing"]
     assert "no further run started" in out.stderr and "reached metric.target: val/loss" in out.stderr

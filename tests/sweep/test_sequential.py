@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ablate.report import build_report
-from tests.sweep.conftest import ablate_cli, plan_of, run_attempts, run_statuses, sweep_file
+from tests.sweep.conftest import ablate_cli, ablate_here, plan_of, run_attempts, run_statuses, sweep_file
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,7 @@ def _sequential(tmp: Path) -> Path:
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("sequential")
-    done = ablate_cli("sweep", str(_sequential(tmp)), "--workers", "2", cwd=tmp)
+    done = ablate_here("sweep", str(_sequential(tmp)), "--workers", "2", cwd=tmp)
     assert done.returncode == 0, done.stderr[-2000:]
     (tmp / "stderr.txt").write_text(done.stderr)
     return tmp / "sweeps" / "seq"
@@ -82,7 +82,7 @@ def test_the_sweep_says_what_the_dry_run_says_and_its_line_ends_at_the_last_look
 
 def test_a_relaunch_of_a_decided_sweep_trains_nothing(finished):
     before, plan = run_attempts(finished), plan_of(finished)
-    again = ablate_cli("sweep", str(finished.parent.parent / "sweep.yaml"), cwd=finished.parent.parent)
+    again = ablate_here("sweep", str(finished.parent.parent / "sweep.yaml"), cwd=finished.parent.parent)
     assert again.returncode == 0, again.stderr[-2000:]
     assert run_attempts(finished) == before and plan_of(finished)["runs"] == plan["runs"]
     n = len(plan["runs"])
@@ -125,7 +125,7 @@ parameters:
   seed: {values: [0, 1, 2]}
 decide: {max_seeds: 4, margin: 0.05}
 """)
-    done = ablate_cli("sweep", str(path), "--workers", "2", cwd=tmp_path)
+    done = ablate_here("sweep", str(path), "--workers", "2", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     sweep_dir = tmp_path / "sweeps" / "strata"
     plan, seeds, report = plan_of(sweep_dir), _seeds(sweep_dir), build_report(sweep_dir)

@@ -126,7 +126,7 @@ def test_every_experiment_file_passes_dry_run(path, monkeypatch):
     texts = [text] + ([config.read_text()] if config.is_file() else [])
     if any("../shared/data" in t for t in texts) and not SHARED_DATA.is_dir():  # evaluate: reads the data's tokenizer
         pytest.skip(f"offline datasets not found at {SHARED_DATA}")
-    from ablate.sweep.launch import format_matrix
+    from ablate.cli.matrix import format_matrix
 
     sweep = load_sweep(path)
     runs = plan_sweep(sweep, Path("unused"))

@@ -33,7 +33,7 @@ from ablate.sweep.plan import PlannedRun
 from ablate.sweep.queue import run_score
 from ablate.sweep.wandb_backend import to_wandb
 from tests.conftest import REPO, TINY
-from tests.sweep.conftest import plan_of, run_statuses
+from tests.sweep.conftest import ablate_here, plan_of, run_statuses
 
 BASE = f"base: {{config: {REPO / 'configs/default.yaml'}, overrides: [train.max_steps=10]}}"
 
@@ -260,7 +260,7 @@ def test_w_and_b_s_metric_keys_normal_in_bayes_and_deprecated_forms(tmp_path):
           model.dropout: {{distribution: q_normal, mu: 0.1, sigma: 0.02, q: 0.01}}
           train.label_smoothing: {{distribution: log_uniform, min: -5, max: -1}}
     """))
-    out = _cli("sweep", str(path), "--dry-run", "--json", cwd=tmp_path)
+    out = ablate_here("sweep", str(path), "--dry-run", "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     warnings = [line for line in out.stderr.splitlines() if line.startswith("ablate: warning:")]
     assert len(warnings) == 3, warnings
@@ -286,7 +286,7 @@ def test_a_bayes_dry_run_asks_for_one_point_and_shows_it_once_per_seed(tmp_path)
           model.dropout: {{min: 0.0, max: 0.3}}
           seed: {{values: [0, 1, 2]}}
     """))
-    plan = json.loads(_cli("sweep", str(path), "--dry-run", "--json", cwd=tmp_path).stdout)
+    plan = json.loads(ablate_here("sweep", str(path), "--dry-run", "--json", cwd=tmp_path).stdout)
     assert [r["seed"] for r in plan["runs"]] == [0, 1, 2]
     assert (len({r["varied"]["model.dropout"] for r in plan["runs"]}) == 1
             and len({r["variant"] for r in plan["runs"]}) == 1)
@@ -310,15 +310,15 @@ def _open_ended(tmp_path: Path, steps: int = 10) -> Path:
 
 def test_an_open_ended_sweep_dry_runs_its_first_points(tmp_path):
     path = _open_ended(tmp_path)
-    text = _cli("sweep", str(path), "--dry-run", cwd=tmp_path)
+    text = ablate_here("sweep", str(path), "--dry-run", cwd=tmp_path)
     assert text.returncode == 0, text.stderr
     assert "open-ended" in text.stdout.splitlines()[0] and "--max-runs" in text.stdout.splitlines()[0]
-    plan = json.loads(_cli("sweep", str(path), "--dry-run", "--json", cwd=tmp_path).stdout)
+    plan = json.loads(ablate_here("sweep", str(path), "--dry-run", "--json", cwd=tmp_path).stdout)
     assert plan["open_ended"] and plan["total_runs"] is None and len(plan["runs"]) == 10
-    capped = json.loads(_cli("sweep", str(path), "--dry-run", "--json", "--max-runs", "3", cwd=tmp_path).stdout)
+    capped = json.loads(ablate_here("sweep", str(path), "--dry-run", "--json", "--max-runs", "3", cwd=tmp_path).stdout)
     assert not capped["open_ended"] and capped["total_runs"] == 3
     assert [r["id"] for r in capped["runs"]] == [r["id"] for r in plan["runs"][:3]]  # the same draws, capped
-    bad = _cli("sweep", str(path), "--max-runs", "0", cwd=tmp_path)
+    bad = ablate_here("sweep", str(path), "--max-runs", "0", cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--max-runs=0" in bad.stderr
 
 
@@ -488,7 +488,7 @@ def test_sweep_files_in_the_styles_people_write_dry_run_unchanged(tmp_path, name
     seed, W&B's deprecated forms: each dry-runs as written (exit 0), its plan as JSON."""
     path = tmp_path / f"{name}.yaml"
     path.write_text(f"{BASE}\n" + textwrap.dedent(STYLES[name]))
-    out = _cli("sweep", str(path), "--dry-run", "--json", cwd=tmp_path)
+    out = ablate_here("sweep", str(path), "--dry-run", "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)
     assert plan["runs"] and len({r["id"] for r in plan["runs"]}) == len(plan["runs"])
@@ -516,7 +516,7 @@ def test_a_bayes_point_scores_the_mean_of_its_seeds(tmp_path):
 def test_an_open_ended_sweep_ends_when_a_run_reaches_the_metric_target(tmp_path):
     path = _open_ended(tmp_path)
     path.write_text(path.read_text() + "metric: {name: val/loss, goal: minimize, target: 100.0}\n")
-    done = _cli("sweep", str(path), "--workers", "2", cwd=tmp_path)
+    done = ablate_here("sweep", str(path), "--workers", "2", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     statuses = run_statuses(tmp_path / "sweeps" / "open")
     assert 1 <= statuses.count("finished") <= 3 and set(statuses) == {"finished"}  # the first runs reach it

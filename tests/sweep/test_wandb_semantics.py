@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import math
 import random
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -21,7 +19,7 @@ from ablate.errors import ConfigError
 from ablate.sweep import load_sweep, plan_sweep
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.params import Param
-from tests.conftest import REPO
+from tests.conftest import REPO, ablate_here
 
 BASE = f"base: {{config: {REPO / 'configs/default.yaml'}, overrides: [train.max_steps=10]}}"
 
@@ -177,8 +175,7 @@ def test_w_and_b_keys_are_used_or_named(tmp_path):
 
     cfg = run_config(sweep, runs[0].overrides, None, labels=runs[0].labels)
     assert (cfg.wandb.project, cfg.wandb.entity) == ("my-project", "my-team")
-    out = subprocess.run([sys.executable, "-m", "ablate.cli", "sweep", str(sweep.path), "--dry-run"],
-                         capture_output=True, text=True, timeout=300)
+    out = ablate_here("sweep", str(sweep.path), "--dry-run", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     warnings = [line for line in out.stderr.splitlines() if "warning" in line]
     assert warnings == [f"ablate: warning: {sweep.path}: program, command not used: ablate runs its own training "

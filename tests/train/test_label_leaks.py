@@ -37,10 +37,22 @@ def _train(mask: str, tmp_path) -> tuple[float, torch.nn.Module]:
     return json.loads((run_dir / "result.json").read_text())["final"]["val/loss"], model.eval()
 
 
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """``trained(mask)``: the mask's run, trained once for this file and shared (read only) by its tests."""
+    runs: dict[str, tuple[float, torch.nn.Module]] = {}
+
+    def get(mask: str) -> tuple[float, torch.nn.Module]:
+        if mask not in runs:
+            runs[mask] = _train(mask, tmp_path_factory.mktemp(mask))
+        return runs[mask]
+    return get
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", registry.names("mask"))
-def test_no_mask_beats_the_entropy_of_random_tokens_unless_declared_leaky(name, tmp_path):
-    loss, model = _train(name, tmp_path)
+def test_no_mask_beats_the_entropy_of_random_tokens_unless_declared_leaky(name, trained):
+    loss, model = trained(name)
     if model.mask.leaks_labels:
         assert loss < math.log(K) - 1.0, "the test must see a leak where there is one"
     else:
@@ -64,12 +76,13 @@ def prefix_lm_scoring_everything():
 
 
 @pytest.mark.slow
-def test_scoring_the_prefix_lm_prefix_reports_a_leak_as_a_better_model(tmp_path, prefix_lm_scoring_everything):
+def test_scoring_the_prefix_lm_prefix_reports_a_leak_as_a_better_model(tmp_path, prefix_lm_scoring_everything,
+                                                                       trained):
     """Why the prefix is not scored: trained and scored there, the model copies the labels it sees and
     "beats" the entropy, as experiments/lm_masks.yaml once reported for prefix-LM."""
     ARGS[prefix_lm_scoring_everything] = ARGS["prefix_lm"]
     leaky, model = _train(prefix_lm_scoring_everything, tmp_path)
-    fixed, _ = _train("prefix_lm", tmp_path)
+    fixed, _ = trained("prefix_lm")  # the run the parametrised test judged
     assert leaky < math.log(K) - 0.5 < fixed
     ids = torch.randint(3, K + 3, (64, T + 1), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():

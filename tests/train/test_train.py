@@ -64,10 +64,10 @@ def test_training_lowers_the_validation_loss(in_tmp):
 def test_a_run_validates_at_its_last_step_whatever_val_every(in_tmp, steps, every, validated):
     """A run shorter than val_every, or of steps not a multiple of it, still ends scored with a best.ckpt; a last step
     on the schedule is validated once (metrics.csv logs step - 1, Lightning's 0-based step)."""
-    cfg = ablate.load_config(REPO / "configs/default.yaml", [f"train.max_steps={steps}", f"train.val_every={every}",
-                                                            "logger=none", "trainer.enable_progress_bar=false",
-                                                            "output_dir=run"])
-    run_dir = train(cfg)
+    cfg = ablate.load_config(REPO / "configs/default.yaml", [*TINY, f"train.max_steps={steps}",
+                                                            f"train.val_every={every}", "logger=none",
+                                                            "trainer.enable_progress_bar=false", "output_dir=run"])
+    run_dir = train(cfg)  # the tiny model: the schedule of validations does not depend on the model's size
     result = _result(run_dir)
     assert [r["step"] for r in read_metrics(run_dir) if "val/loss" in r] == validated
     assert result["status"] == "finished" and result["step"] == steps and "val/loss" in result["final"]
