@@ -18,7 +18,8 @@ from ablate.sweep.plan import (Planner, PlannedRun, default_sweep_dir, factor_re
 from ablate.sweep.progress import start_note
 from ablate.sweep.queue import BayesQueue, RunQueue, StreamQueue
 from ablate.sweep.arrays import fusing, processes_per_gpu
-from ablate.sweep.runner import Outcome, execute, pending, slots, visible_gpus
+from ablate.sweep import runner as pool
+from ablate.sweep.runner import Outcome, execute, pending, slots
 from ablate.sweep.spec import Sweep
 
 
@@ -118,7 +119,7 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     else:
         biggest = max((r.parameters for r in runs), default=0)
         need = training_bytes(planner.base, biggest) if runs else None
-        gpus = visible_gpus()
+        gpus = pool.visible_gpus()  # looked up at the call: what the pool sees now (and what a test fakes)
         per_gpu = processes_per_gpu(runs_per_gpu, fuse, gpus)
         where, train = slots(workers=workers, runs_per_gpu=per_gpu, gpus=gpus,
                              run_bytes=need if per_gpu == "auto" else None), None

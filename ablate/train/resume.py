@@ -43,7 +43,34 @@ def set_rng_states(states: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
-class ExactResume(pl.Callback):
+class _TrainingRandomStates(pl.Callback):
+    """The random states after the last trained batch: kept for the checkpoint, put back after each validation (which
+    may draw from them: loaders, decoding), and, on resume, put back just before the first batch."""
+
+    def __init__(self) -> None:
+        self._training_states: dict[str, Any] | None = None  # the random states after the last trained batch
+        self._loaded: dict[str, Any] | None = None  # the state a resume loaded, until its first batch
+
+    def training_states(self) -> dict[str, Any]:
+        return self._training_states or rng_states()
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        if self._loaded is not None:  # the first batch after a resume: the random states of the interrupted run
+            set_rng_states(self._loaded["rng"])
+            self._loaded = None
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        self._training_states = rng_states()
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Whatever validation drew (loaders, decoding), training goes on with its own random states."""
+        if self._training_states is not None and not trainer.sanity_checking:
+            set_rng_states(self._training_states)
+
+
+class ExactResume(_TrainingRandomStates):
     """Keeps the training data position and random states in checkpoints, and validation off the training RNG.
 
     ``exact`` is False when the run's task cannot start mid-epoch (a user task without
@@ -51,9 +78,8 @@ class ExactResume(pl.Callback):
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.epoch, self.batches = 0, 0  # the epoch of the last trained batch, and the batches trained in it
-        self._training_states: dict[str, Any] | None = None  # the random states after the last trained batch
-        self._loaded: dict[str, Any] | None = None
         self.exact = True
 
     @property
@@ -61,7 +87,7 @@ class ExactResume(pl.Callback):
         return "ExactResume"
 
     def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "batches": self.batches, "rng": self._training_states or rng_states()}
+        return {"epoch": self.epoch, "batches": self.batches, "rng": self.training_states()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._loaded = state_dict
@@ -83,37 +109,25 @@ class ExactResume(pl.Callback):
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
                              batch_idx: int) -> None:
-        if self._loaded is not None:  # the first batch after a resume: the random states of the interrupted run
-            set_rng_states(self._loaded["rng"])
-            self._loaded = None
+        super().on_train_batch_start(trainer, pl_module, batch, batch_idx)
         self.batches += 1
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
-        self._training_states = rng_states()
 
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """Whatever validation drew (loaders, decoding), training goes on with its own random states."""
-        if self._training_states is not None and not trainer.sanity_checking:
-            set_rng_states(self._training_states)
-
-
-class ArrayResume(pl.Callback):
+class ArrayResume(_TrainingRandomStates):
     """:class:`ExactResume` for a seed array (:mod:`ablate.train.array`): every member's data position (the
     ``position`` each stacked batch carries: :mod:`ablate.data.members`) and the random states, in the array's
     checkpoint; validation off the training random streams."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.positions: list[list[int]] | None = None  # per member: (epoch, batches done) after the last trained batch
-        self._training_states: dict[str, Any] | None = None
-        self._loaded: dict[str, Any] | None = None
 
     @property
     def state_key(self) -> str:
         return "ArrayResume"
 
     def state_dict(self) -> dict[str, Any]:
-        return {"positions": self.positions, "rng": self._training_states or rng_states()}
+        return {"positions": self.positions, "rng": self.training_states()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._loaded, self.positions = state_dict, state_dict["positions"]
@@ -124,15 +138,5 @@ class ArrayResume(pl.Callback):
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
                              batch_idx: int) -> None:
-        if self._loaded is not None:
-            set_rng_states(self._loaded["rng"])
-            self._loaded = None
+        super().on_train_batch_start(trainer, pl_module, batch, batch_idx)
         self.positions = batch["position"]
-
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
-        self._training_states = rng_states()
-
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self._training_states is not None and not trainer.sanity_checking:
-            set_rng_states(self._training_states)

@@ -83,8 +83,9 @@ def test_a_packed_sweep_trains_k_runs_at_once_on_each_gpu_and_pins_each_run(tmp_
     monkeypatch.setattr(runner.os, "cpu_count", lambda: 8)
     rows = "\n".join(f"- {{name: r{i}, seed: {i}}}" for i in range(8))
     sweep = load_sweep(sweep_file(tmp_path, rows))
+    # fuse off: runs one per process (eight seeds of one config would otherwise train as seed arrays on the GPUs)
     _, runs, outcome = launch(sweep, extra=[], sweep_dir=tmp_path / "s", workers=1, dry_run=False, retry_failed=False,
-                              progress=False, runs_per_gpu=2)
+                              progress=False, runs_per_gpu=2, fuse="off")
     assert len(outcome.done) == len(runs) == 8 and not outcome.failed
     assert sorted(r for r, _, _ in seen) == sorted(r.id for r in runs)  # each run trained once
     assert {d for _, d, _ in seen} == {"0", "1"} and {t for _, _, t in seen} == {"2"}  # 8 cores over 4 slots
