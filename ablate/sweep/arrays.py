@@ -22,6 +22,10 @@ from typing import Any, Callable, Sequence
 
 from omegaconf import DictConfig
 
+from ablate.runs.files import variant_hash
+from ablate.sweep.plan import PlannedRun
+from ablate.sweep.queue import RunQueue
+
 MAX_MEMBERS = 16
 # Processes per GPU when seeds fuse and --runs-per-gpu is auto: two, so that one computes while the other does its
 # host work (batches, validation, records); each array then takes half the GPU's memory. Not yet measured on a GPU
@@ -104,3 +108,37 @@ def seeds_note(runs: list, rule: Fusing, config_of: Callable[[Any], DictConfig])
             how = "alone" + (" (trainer.fuse: false)" if cfg.trainer.fuse is False else "")
         lines.append(f"  {variant}: {how}")
     return lines
+
+
+def seed_arrays(queue: RunQueue, config_of: Callable[[PlannedRun], DictConfig], rule: Fusing,
+                n_slots: int) -> Callable[[PlannedRun], list[PlannedRun]]:
+    """``run`` -> the runs that train with it: itself, and the seeds of its variant waiting in the queue when it
+    fuses (``config_of(run)``: its config). A variant's waiting seeds are split into as many arrays as there are slots
+    its variant does not need to share with the other variants waiting (ten seeds of one variant and two workers: two
+    arrays of five, not one of ten beside an idle worker; four variants and two workers: an array each)."""
+    from ablate.train.fusable import why_not_fused
+
+    variants: dict[str, str] = {}
+    chunks: dict[str, int] = {}  # a variant's array size, fixed when its seeds are first split
+
+    def variant(run: PlannedRun) -> str:
+        if run.id not in variants:
+            variants[run.id] = variant_hash(config_of(run))
+        return variants[run.id]
+
+    def members(run: PlannedRun) -> list[PlannedRun]:
+        cfg = config_of(run)
+        most = rule.members_for(cfg, why_not_fused(cfg) is None)
+        if most == 1:
+            return [run]
+        mine = variant(run)
+        if mine not in chunks:
+            waiting = [variant(r) for r in queue.todo]
+            arrays = max(1, n_slots - len(set(waiting) - {mine}))
+            chunks[mine] = -(-(1 + waiting.count(mine)) // arrays)  # ceil
+        group = [run, *queue.take(lambda other: variant(other) == mine, min(most, chunks[mine]) - 1)]
+        if not any(variant(r) == mine for r in queue.todo):
+            del chunks[mine]  # the next look's seeds are split afresh
+        return group
+
+    return members

@@ -31,11 +31,11 @@ import torch
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
-from ablate.runs.files import STOP_FILE, read_history, read_result, variant_hash, write_atomic, write_json
+from ablate.runs.files import STOP_FILE, read_history, read_result, write_atomic, write_json
 from ablate.runs.lock import EXIT_LOCKED
 from ablate.runs.status import Status
 from ablate.sweep import warm
-from ablate.sweep.arrays import Fusing
+from ablate.sweep.arrays import Fusing, seed_arrays
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.plan import PlannedRun
 from ablate.sweep.queue import RunQueue
@@ -127,10 +127,15 @@ def slots(*, workers: int, runs_per_gpu: str | int = 1, gpus: list[Gpu] | None =
 def _train(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, str],
            cwd: Path | None, fresh: bool) -> tuple[int, str]:
     run_dir = sweep_dir / run.run_dir
+    code = _ablate(["train", str(_write_config(run_dir, config_text))], run_dir / "train.log", env, cwd, fresh)
+    return code, _ended(run_dir, code, run_dir / "train.log")
+
+
+def _write_config(run_dir: Path, config_text: str) -> Path:
+    """``<run_dir>/config.yaml`` (the folder made first), what ``ablate train`` and ``train-array`` read."""
     run_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(run_dir / "config.yaml", config_text)
-    code = _ablate(["train", str(run_dir / "config.yaml")], run_dir / "train.log", env, cwd, fresh)
-    return code, _ended(run_dir, code, run_dir / "train.log")
+    return run_dir / "config.yaml"
 
 
 def _ended(run_dir: Path, code: int, log: Path) -> str:
@@ -151,14 +156,9 @@ def train_array_here(runs: list[PlannedRun], sweep_dir: Path, config_texts: list
                      evaluate: list[str] | None, cwd: Path | None = None,
                      fresh: bool = False) -> list[tuple[int, str]]:
     """Train ``runs`` (seeds of one variant) as one seed array in a child process (``ablate train-array``), then
-    evaluate each finished member; one (exit code, error) per run. The array's output goes to each member's
-    ``train.log``'s first line's file: ``<sweep_dir>/arrays/<id>.log``."""
-    paths = []
-    for run, text in zip(runs, config_texts):
-        run_dir = sweep_dir / run.run_dir
-        run_dir.mkdir(parents=True, exist_ok=True)
-        write_atomic(run_dir / "config.yaml", text)
-        paths.append(str(run_dir / "config.yaml"))
+    evaluate each finished member; one (exit code, error) per run. The array's output goes to
+    ``<sweep_dir>/arrays/<first id>+<others>.log``, which each member's ``train.log`` names."""
+    paths = [str(_write_config(sweep_dir / run.run_dir, text)) for run, text in zip(runs, config_texts)]
     log = sweep_dir / "arrays" / f"{runs[0].id}+{len(runs) - 1}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     for run in runs:
@@ -168,9 +168,10 @@ def train_array_here(runs: list[PlannedRun], sweep_dir: Path, config_texts: list
     ended = []
     for run in runs:
         run_dir = sweep_dir / run.run_dir
-        mine = 1 if code == 0 and (read_result(run_dir) or {}).get("status") == Status.FAILED else code
         error = _ended(run_dir, code, log)
-        if mine == 0 and evaluate is not None and (read_result(run_dir) or {}).get("status") == Status.FINISHED:
+        status = (read_result(run_dir) or {}).get("status")
+        mine = 1 if code == 0 and status == Status.FAILED else code  # a member that failed alone in a good array
+        if mine == 0 and evaluate is not None and status == Status.FINISHED:
             mine, error = _evaluate(run_dir, list(evaluate), env, cwd, fresh)
         ended.append((mine, error))
     return ended
@@ -264,14 +265,22 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
     free, running = list(range(len(slots))), {}
     seen = [*settled]
 
-    members = (lambda run: [run]) if alone else _members(queue, config_of, fusing, len(slots))
+    texts: dict[str, str] = {}  # each run's config, rendered (validated) once: grouping reads it, the worker writes it
+
+    def text_of(run: PlannedRun) -> str:
+        if run.id not in texts:
+            texts[run.id] = config_of(run)
+        return texts[run.id]
+
+    members = (lambda run: [run]) if alone else seed_arrays(queue, lambda r: OmegaConf.create(text_of(r)), fusing,
+                                                             len(slots))
 
     def work(group: list[PlannedRun], slot: int) -> list[tuple[int, str]]:
         for run in group:
             started[run.id] = time.monotonic()
         if len(group) == 1:
-            return [train(group[0], sweep_dir, config_of(group[0]), slots[slot], evaluate)]
-        return train_array_here(group, sweep_dir, [config_of(r) for r in group], slots[slot], evaluate)
+            return [train(group[0], sweep_dir, text_of(group[0]), slots[slot], evaluate)]
+        return train_array_here(group, sweep_dir, [text_of(r) for r in group], slots[slot], evaluate)
 
     with ThreadPoolExecutor(max_workers=len(slots)) as pool:
         while True:
@@ -314,40 +323,6 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
     bar.close()
     outcome.closed = queue.closed
     return outcome
-
-
-def _members(queue: RunQueue, config_of: Callable[[PlannedRun], str], fusing: Fusing,
-             n_slots: int) -> Callable[[PlannedRun], list[PlannedRun]]:
-    """``run`` -> the runs that train with it: itself, and the seeds of its variant waiting in the queue when it
-    fuses (:mod:`ablate.sweep.arrays`). A variant's waiting seeds are split into as many arrays as there are slots
-    its variant does not need to share with the other variants waiting (ten seeds of one variant and two workers: two
-    arrays of five, not one of ten beside an idle worker; four variants and two workers: an array each)."""
-    from ablate.train.fusable import why_not_fused
-
-    variants: dict[str, str] = {}
-    chunks: dict[str, int] = {}  # a variant's array size, fixed when its seeds are first split
-
-    def variant(run: PlannedRun) -> str:
-        if run.id not in variants:
-            variants[run.id] = variant_hash(OmegaConf.create(config_of(run)))
-        return variants[run.id]
-
-    def members(run: PlannedRun) -> list[PlannedRun]:
-        cfg = OmegaConf.create(config_of(run))
-        most = fusing.members_for(cfg, why_not_fused(cfg) is None)
-        if most == 1:
-            return [run]
-        mine = variant(run)
-        if mine not in chunks:
-            waiting = [variant(r) for r in queue.todo]
-            arrays = max(1, n_slots - len(set(waiting) - {mine}))
-            chunks[mine] = -(-(1 + waiting.count(mine)) // arrays)  # ceil
-        group = [run, *queue.take(lambda other: variant(other) == mine, min(most, chunks[mine]) - 1)]
-        if not any(variant(r) == mine for r in queue.todo):
-            del chunks[mine]  # the next look's seeds are split afresh
-        return group
-
-    return members
 
 
 MONITOR_EVERY = 2.0  # seconds between hyperband checks

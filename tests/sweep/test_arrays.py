@@ -140,9 +140,7 @@ def test_a_sequential_sweep_adds_seeds_after_its_arrays(tmp_path, monkeypatch, c
 def test_seeds_are_shared_out_over_the_pool():
     """Ten seeds of one variant and two workers: two arrays of five, not one of ten beside an idle worker; with
     many variants waiting, each array takes all of its variant's seeds."""
-    from omegaconf import OmegaConf
-
-    from ablate.sweep.runner import _members
+    from ablate.sweep.arrays import seed_arrays
 
     def queue_of(runs):
         queue = RunQueue.__new__(RunQueue)
@@ -152,11 +150,11 @@ def test_seeds_are_shared_out_over_the_pool():
     texts = {}
     for v, d_ff in (("a", 64), ("b", 96)):
         for s in range(10):
-            texts[f"{v}{s}"] = OmegaConf.to_yaml(_cfg(f"seed={s}", f"model.d_ff={d_ff}", f"output_dir=r/{v}{s}"))
+            texts[f"{v}{s}"] = _cfg(f"seed={s}", f"model.d_ff={d_ff}", f"output_dir=r/{v}{s}")
     rule = fusing("on", gpus=[])
     queue = queue_of([Run(f"a{s}", "a") for s in range(10)])
-    members = _members(queue, lambda r: texts[r.id], rule, n_slots=2)
+    members = seed_arrays(queue, lambda r: texts[r.id], rule, n_slots=2)
     assert len(members(queue.next())) == 5 and len(members(queue.next())) == 5 and not queue.todo
     queue = queue_of([Run(f"{v}{s}", v) for v in "ab" for s in range(3)])
-    members = _members(queue, lambda r: texts[r.id], rule, n_slots=2)
+    members = seed_arrays(queue, lambda r: texts[r.id], rule, n_slots=2)
     assert [r.id for r in members(queue.next())] == ["a0", "a1", "a2"]
