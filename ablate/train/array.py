@@ -23,7 +23,6 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from ablate.config.schema import Logger as LoggerKind
 from ablate.data import build_task
 from ablate.data.members import MemberData
 from ablate.errors import ConfigError
@@ -39,7 +38,7 @@ from ablate.train.members import Member, Members
 from ablate.train.precision import resolve_precision
 from ablate.train.preflight import check_settings, make_run_dir
 from ablate.train.resume import ArrayResume
-from ablate.train.run import RunFailed, trainer_settings
+from ablate.train.run import RunFailed, make_loggers, trainer_settings
 from ablate.train.threads import use_threads
 
 
@@ -107,7 +106,7 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
                                           "config_hashes": [config_hash(c) for c in cfgs]})
     last = array_dir / "last.ckpt"
     resume = last if last.is_file() else None
-    members = [Member(k, d, c, _loggers(c, d)) for k, (c, d) in enumerate(zip(cfgs, run_dirs))]
+    members = [Member(k, d, c, make_loggers(c, d, beside_others=True)) for k, (c, d) in enumerate(zip(cfgs, run_dirs))]
     precision = resolve_precision(cfgs[0].trainer.precision, cfgs[0].trainer.accelerator)
     base = {"allocator": allocator_in_use(), "precision": precision, "parameters": system.n_params["total"],
             "parameters_by_part": system.n_params, "resumed_from": str(resume) if resume else None,
@@ -156,15 +155,3 @@ def _result(m: Member, base: dict[str, Any], status: str, book: Members | None =
         if m.stopped_because:
             result["stopped_because"] = m.stopped_because
     return result
-
-
-def _loggers(cfg: DictConfig, run_dir: Path) -> list[Any]:
-    """A member's own loggers: CSV always (``logs/version_<k>/metrics.csv``), and its own W&B run."""
-    from pytorch_lightning.loggers import CSVLogger
-
-    loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="logs")]
-    if cfg.logger == LoggerKind.wandb:
-        from ablate.runs.wandb import make_wandb_logger
-
-        loggers.append(make_wandb_logger(cfg, run_dir, beside_others=True))
-    return loggers

@@ -20,13 +20,11 @@ import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
-from torch.optim.lr_scheduler import LambdaLR
 
 from ablate.components.auxiliary import by_name, collect_aux_losses, weighted_total
 from ablate.model import build_model, count_parameters
 from ablate.train.fused import FusedModel
-from ablate.train.optimizer import adam
-from ablate.train.system import build_schedule
+from ablate.train.system import optimizers
 
 RUNNING = -1  # first_bad of a member still training
 
@@ -125,8 +123,4 @@ class FusedSystem(pl.LightningModule):
         self.log("val/loss", mean, prog_bar=True)
 
     def configure_optimizers(self):
-        trainer = self._trainer
-        mixed = trainer is not None and "mixed" in str(trainer.precision)
-        optimizer = adam(self.parameters(), self.cfg.train, mixed_precision=mixed)
-        scheduler = LambdaLR(optimizer, build_schedule(self.cfg))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return optimizers(self, self.cfg)

@@ -52,14 +52,16 @@ class RunFailed(RuntimeError):
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=Warning)
 
 
-def make_loggers(cfg: DictConfig, run_dir: Path) -> list[Logger]:
+def make_loggers(cfg: DictConfig, run_dir: Path, *, beside_others: bool = False) -> list[Logger]:
     """The loggers a config asks for. CSV is always on, for ablate's own reports: each attempt at a
-    run (a resume is a new attempt) writes ``logs/version_<k>/metrics.csv``; see :func:`read_metrics`."""
+    run (a resume is a new attempt) writes ``logs/version_<k>/metrics.csv``; see :func:`read_metrics`.
+    ``beside_others``: other runs log from this process at the same time (a seed array's members), each to a W&B
+    run of its own."""
     loggers: list[Logger] = [CSVLogger(save_dir=str(run_dir), name="logs")]
     if cfg.logger == LoggerKind.wandb:
         from ablate.runs.wandb import make_wandb_logger
 
-        loggers.append(make_wandb_logger(cfg, run_dir))
+        loggers.append(make_wandb_logger(cfg, run_dir, beside_others=beside_others))
     return loggers
 
 

@@ -154,12 +154,17 @@ class TransformerSystem(pl.LightningModule):
         self.val_acc.reset()
 
     def configure_optimizers(self):
-        t = self.cfg.train
-        trainer = self._trainer  # None outside a Trainer (benchmarks, notebooks)
-        mixed = trainer is not None and "mixed" in str(trainer.precision)
-        optimizer = adam(self.parameters(), t, mixed_precision=mixed)
-        scheduler = LambdaLR(optimizer, build_schedule(self.cfg))  # base lr 1.0: the schedule gives the absolute lr
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return optimizers(self, self.cfg)
+
+
+def optimizers(module: pl.LightningModule, cfg: DictConfig) -> dict:
+    """What ``configure_optimizers`` returns for a run of ``cfg`` (solo, or a seed array's stacked members): Adam
+    (:func:`ablate.train.optimizer.adam`) and the config's schedule, stepped every optimiser step."""
+    trainer = module._trainer  # None outside a Trainer (benchmarks, notebooks)
+    mixed = trainer is not None and "mixed" in str(trainer.precision)
+    optimizer = adam(module.parameters(), cfg.train, mixed_precision=mixed)
+    scheduler = LambdaLR(optimizer, build_schedule(cfg))  # base lr 1.0: the schedule gives the absolute lr
+    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
 def build_schedule(cfg: DictConfig) -> Callable[[int], float]:
