@@ -40,6 +40,20 @@ LM = SMALL + ["train.max_steps=6", "train.val_every=3", "train.schedule_args.war
               "data.max_len=32", "data.batch_size=8", "data.limit_train=64", "data.limit_val=8"]
 
 
+def pytest_configure(config) -> None:
+    """Under pytest-xdist (the README's ``-n auto``), each worker process is pinned to its own share of this
+    process's cores and uses as many torch threads: two workers that each took every core would slow each other
+    10-20x on a 2-core machine. The runs a test starts inherit the pin (a sweep splits the worker's share between its
+    runs, :func:`ablate.train.threads.usable_cores`)."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not worker or not count or not hasattr(os, "sched_setaffinity"):
+        return
+    cores, index, count = sorted(os.sched_getaffinity(0)), int(worker.removeprefix("gw")), int(count)
+    mine = cores[index % len(cores)::count] if len(cores) >= count else [cores[index % len(cores)]]
+    os.sched_setaffinity(0, mine)
+    torch.set_num_threads(len(mine))
+
+
 @dataclass(frozen=True)
 class Ran:
     """What ``ablate ARGS`` returned and printed, as :func:`subprocess.run` would give it."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -16,9 +15,11 @@ def default_workers() -> int:
     cores (small models train faster per core on one thread than large ones on several)."""
     import torch
 
+    from ablate.train.threads import usable_cores
+
     if torch.cuda.is_available():
         return torch.cuda.device_count()
-    return max(1, min(4, os.cpu_count() or 1))
+    return max(1, min(4, usable_cores()))
 
 
 def sweep_dir_of(target: str) -> Path:

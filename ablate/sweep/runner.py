@@ -39,6 +39,7 @@ from ablate.sweep.arrays import Fusing, seed_arrays
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.plan import PlannedRun
 from ablate.sweep.queue import RunQueue
+from ablate.train.threads import usable_cores
 
 
 @dataclass
@@ -109,7 +110,7 @@ def slots(*, workers: int, runs_per_gpu: str | int = 1, gpus: list[Gpu] | None =
         One environment per slot; every slot gets an equal share of the cores (at least one thread).
     """
     gpus = visible_gpus() if gpus is None else gpus
-    cores = cores or os.cpu_count() or 1
+    cores = cores or usable_cores()
     if not gpus:
         devices = [""] * workers
     else:

@@ -19,6 +19,14 @@ import torch
 from ablate.errors import ConfigError
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (``taskset``'s, a container's cpuset), not the machine's
+    count, so that a sweep launched on part of a machine shares that part between its runs."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def resolve_threads(setting: int | None) -> tuple[int, str]:
     """The threads a run uses and why, e.g. ``(2, "every core this process may use")``.
 
@@ -33,8 +41,7 @@ def resolve_threads(setting: int | None) -> tuple[int, str]:
     share = os.environ.get("OMP_NUM_THREADS", "")
     if share.isdigit() and int(share) >= 1:
         return int(share), "OMP_NUM_THREADS: a sweep pool's share of the cores, or yours"
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return cores, "every core this process may use; trainer.threads=1 beside another busy job"
+    return usable_cores(), "every core this process may use; trainer.threads=1 beside another busy job"
 
 
 def use_threads(setting: int | None) -> str:

@@ -80,7 +80,7 @@ def test_a_packed_sweep_trains_k_runs_at_once_on_each_gpu_and_pins_each_run(tmp_
 
     monkeypatch.setattr(runner, "visible_gpus", lambda: [Gpu(0, 80 * GiB), Gpu(1, 80 * GiB)])
     monkeypatch.setattr(runner, "train_here", fake_train)
-    monkeypatch.setattr(runner.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(runner, "usable_cores", lambda: 8)
     rows = "\n".join(f"- {{name: r{i}, seed: {i}}}" for i in range(8))
     sweep = load_sweep(sweep_file(tmp_path, rows))
     # fuse off: runs one per process (eight seeds of one config would otherwise train as seed arrays on the GPUs)
