@@ -69,6 +69,31 @@ def test_a_new_or_empty_folder_is_claimed_with_its_marker(tmp_path):
                                                                        "identity": {"name": "s", "overrides": []}}
 
 
+def test_a_launcher_that_looks_while_another_claims_the_folder_sees_a_new_folder(tmp_path, monkeypatch):
+    """Two launchers of one sweep: the second looks at the folder at the instant the first's marker is half written
+    (its temporary file in the folder, not yet renamed into place). It must see a new folder, not a foreign one."""
+    import ablate.runs.files as files
+
+    identity, looked = {"name": "s", "overrides": []}, []
+    rename = files.os.replace
+
+    def rename_after_another_look(src, dst):
+        looked.append(sorted(p.name for p in Path(dst).parent.iterdir()))
+        check_folder(Path(dst).parent, "sweep", identity, key="--out")  # the other launcher: must not raise
+        rename(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", rename_after_another_look)
+    claim(tmp_path / "s", "sweep", identity, key="--out")
+    assert len(looked) == 1 and len(looked[0]) == 1 and looked[0][0].startswith(f".{MARKER}.")  # the half-written one
+    monkeypatch.undo()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / f".{MARKER}.x.tmp").mkdir()  # not a file ablate writes that way: still only the marker's
+    check_folder(tmp_path / "other", "sweep", identity, key="--out")
+    (tmp_path / "other" / "notes.txt").write_text("mine\n")
+    with pytest.raises(ConfigError, match="a folder of files ablate did not write"):
+        check_folder(tmp_path / "other", "sweep", identity, key="--out")
+
+
 def test_a_folder_written_before_the_marker_is_known_by_its_files(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "result.json").write_text("{}")
