@@ -54,6 +54,18 @@ def pytest_configure(config) -> None:
     torch.set_num_threads(len(mine))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under pytest-xdist's ``--dist loadgroup`` (the README's test command), the tests of a module that share a
+    module-scoped fixture (a sweep trained once for the module) run in one worker, so that it is made once; every
+    other test goes to whichever worker is free."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info is not None else ()
+        if any(d.scope == "module" for fixturedefs in defs for d in fixturedefs):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
 @dataclass(frozen=True)
 class Ran:
     """What ``ablate ARGS`` returned and printed, as :func:`subprocess.run` would give it."""
