@@ -28,9 +28,13 @@ def why_not_here(device: torch.device) -> str | None:
     return None if device.type == "cuda" else CPU_REASON.format(device=device.type)
 
 
+@torch.compiler.disable
 def block_mask(padding: torch.Tensor, pairs: torch.Tensor | None, t_q: int) -> BlockMask:
     """Key padding (B, 1, 1, T_k) and allowed pairs (T_q, T_k) or None -> a BlockMask (B, 1, T_q, T_k); True = may
-    attend, as the boolean mask ``padding & pairs`` is."""
+    attend, as the boolean mask ``padding & pairs`` is.
+
+    Made outside a compiled model (a graph break): inductor cannot lower a mask that reads tensors made inside the
+    graph (torch 2.13, CPU: "No choices to select"); made here, they enter the compiled graph as its inputs."""
     real = padding[:, 0, 0, :]  # (B, T_k)
     B, t_k = real.shape
     if pairs is None:
@@ -52,12 +56,16 @@ def dense(mask: torch.Tensor | BlockMask | None) -> torch.Tensor | None:
 
 
 @lru_cache(maxsize=None)
-def _kernel(device_type: str) -> Callable[..., torch.Tensor]:
-    """flex_attention, compiled on CUDA (one compiled kernel shared by every layer), eager elsewhere."""
-    return torch.compile(flex_attention, dynamic=False) if device_type == "cuda" else flex_attention
+def _compiled() -> Callable[..., torch.Tensor]:
+    """flex_attention through torch.compile: one compiled kernel per shape, shared by every layer."""
+    return torch.compile(flex_attention, dynamic=False)
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: BlockMask, scale: float) -> torch.Tensor:
     """softmax(q k^T * scale, masked) v: q (B, h, T_q, d_k), k (B, h, T_k, d_k), v (B, h, T_k, d_v) -> (B, h, T_q,
-    d_v)."""
-    return _kernel(q.device.type)(q, k, v, block_mask=mask, scale=scale)
+    d_v). Compiled on CUDA; inside a compiled model (``trainer.compile``) it is compiled with the model."""
+    if torch.compiler.is_compiling():  # inductor's flex lowering refuses a view of the projection (torch 2.13)
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    elif q.device.type == "cuda":
+        return _compiled()(q, k, v, block_mask=mask, scale=scale)
+    return flex_attention(q, k, v, block_mask=mask, scale=scale)

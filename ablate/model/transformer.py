@@ -48,15 +48,14 @@ class LayerMasks:
     def __init__(self, mask: Mask, n_layers: int):
         self.masks = mask.layers(n_layers)
         self.distinct = list({id(m): m for m in self.masks}.values())
+        self.which = [next(i for i, d in enumerate(self.distinct) if d is m) for m in self.masks]  # layer -> distinct
 
     def __call__(self, padding: torch.Tensor, t_q: int, t_k: int,
                  form: MaskForm = boolean_form) -> torch.Tensor | flex.BlockMask | PerLayer:
         """padding (B, 1, 1, T_k) -> one mask (B, 1, T_q, T_k) for every layer, or a :class:`PerLayer` of them, in
         ``form``."""
-        made = {id(m): form(padding, m(t_q, t_k, padding.device), t_q) for m in self.distinct}
-        if len(made) == 1:
-            return next(iter(made.values()))
-        return PerLayer(made[id(m)] for m in self.masks)
+        made = [form(padding, m(t_q, t_k, padding.device), t_q) for m in self.distinct]
+        return made[0] if len(made) == 1 else PerLayer(made[i] for i in self.which)
 
 
 class DecoderState:

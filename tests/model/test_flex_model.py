@@ -134,3 +134,16 @@ def test_cached_decoding_keeps_boolean_masks(flex_calls):
         step = model.decode_step(tgt, model.start_decoding(src))  # cached: boolean masks, SDPA
     assert len(flex_calls) == 6 + 2  # then the encoder's layers only: the cached decoder's are SDPA's
     torch.testing.assert_close(step, full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_compiled_model_with_block_masks_gives_sdpas_output():
+    """``trainer.compile`` with flex: the masks are made outside the graph, flex compiled with the model (forward
+    only: torch refuses flex's backward on the CPU)."""
+    config, batch = _config("encoder_decoder", "causal"), _batches("encoder_decoder", 1)[0]
+    model = _system(config, "sdpa").model.eval()
+    with torch.no_grad():
+        reference = model.hidden(batch["src_ids"], batch["tgt_ids"])  # (B, T, d_model)
+        model.mask_form = flex.block_mask
+        compiled = torch.compile(model.hidden, dynamic=False)(batch["src_ids"], batch["tgt_ids"])
+    torch.testing.assert_close(compiled, reference, rtol=1e-5, atol=1e-5)
