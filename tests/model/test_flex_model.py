@@ -71,9 +71,10 @@ def _system(config: dict, form: str) -> TransformerSystem:
     return system
 
 
-def _train(config: dict, form: str, batches: list[dict]) -> tuple[list, list]:
+def _train(config: dict, form: str, batches: list[dict], device: str = "cpu") -> tuple[list, list]:
     """The losses and gradients of a few Adam steps (dropout on, the same draws in both)."""
-    system = _system(config, form).train()
+    system = _system(config, form).to(device).train()
+    batches = [{k: v.to(device) for k, v in b.items()} for b in batches]
     opt = torch.optim.Adam(system.parameters(), lr=1e-3)
     losses, grads = [], []
     for i, batch in enumerate(batches):
@@ -83,26 +84,37 @@ def _train(config: dict, form: str, batches: list[dict]) -> tuple[list, list]:
             loss, _ = system.training_loss(batch)
         opt.zero_grad()
         loss.backward()
-        losses.append(loss.detach())
-        grads.append({n: p.grad.clone() for n, p in system.named_parameters() if p.grad is not None})
+        losses.append(loss.detach().cpu())
+        grads.append({n: p.grad.cpu() for n, p in system.named_parameters() if p.grad is not None})
         opt.step()
     return losses, grads
 
 
-@pytest.mark.parametrize("arch,mask", CASES)
-def test_training_with_flex_gives_sdpas_losses_and_gradients(arch, mask, cpu_backward, flex_calls):  # noqa: F811
+def _check_training(arch: str, mask: str, calls: list[int], device: str, tol: dict) -> None:
     config, batches = _config(arch, mask), _batches(arch)
-    l_sdpa, g_sdpa = _train(config, "sdpa", batches)
-    assert not flex_calls
-    l_flex, g_flex = _train(config, "flex", batches)
+    l_sdpa, g_sdpa = _train(config, "sdpa", batches, device)
+    assert not calls
+    l_flex, g_flex = _train(config, "flex", batches, device)
     layers = 2 * 3 if arch == "encoder_decoder" else 2  # TINY: 2 layers a stack; a decoder layer attends twice
-    assert len(flex_calls) == len(batches) * layers
-    torch.testing.assert_close(torch.stack(l_flex), torch.stack(l_sdpa), rtol=1e-5, atol=1e-6)
+    assert len(calls) == len(batches) * layers
+    torch.testing.assert_close(torch.stack(l_flex), torch.stack(l_sdpa), **tol)
     for step, (a, b) in enumerate(zip(g_flex, g_sdpa)):
         assert a.keys() == b.keys() and len(a) > 10
         for name in a:
             assert torch.isfinite(a[name]).all(), f"step {step}: {name} has a non-finite gradient"
-            torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-6, msg=lambda m: f"{name}: {m}")
+            torch.testing.assert_close(a[name], b[name], **tol, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("arch,mask", CASES)
+def test_training_with_flex_gives_sdpas_losses_and_gradients(arch, mask, cpu_backward, flex_calls):  # noqa: F811
+    _check_training(arch, mask, flex_calls, "cpu", {"rtol": 1e-4, "atol": 1e-6})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("arch,mask", CASES)
+def test_training_with_compiled_flex_on_cuda_gives_sdpas_losses_and_gradients(arch, mask, flex_calls):
+    _check_training(arch, mask, flex_calls, "cuda", {"rtol": 1e-3, "atol": 1e-5})
 
 
 @pytest.mark.parametrize("arch,mask", CASES[:2])
