@@ -24,8 +24,11 @@ CPU_REASON = f"torch {torch.__version__.split('+')[0]} has no FlexAttention back
 
 
 def why_not_here(device: torch.device) -> str | None:
-    """Why flex cannot train on ``device`` (its backward is refused off CUDA, torch 2.13); None on CUDA."""
-    return None if device.type == "cuda" else CPU_REASON.format(device=device.type)
+    """Why flex cannot train on ``device``: torch refuses its backward on the CPU (and MPS; torch 2.13), and ablate
+    compiles it for CUDA only; None on CUDA."""
+    if device.type in ("cpu", "mps"):
+        return CPU_REASON.format(device=device.type)
+    return None if device.type == "cuda" else f"ablate trains with FlexAttention on CUDA only, not on {device.type}"
 
 
 @torch.compiler.disable
