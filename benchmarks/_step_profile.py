@@ -20,9 +20,10 @@ from torch.profiler import ProfilerActivity, profile
 import _common as C
 
 PAD, SMOOTHING = 0, 0.1
-# (category, kernel / op name fragments, lower case); first match wins; everything else is "elementwise"
+# (category, kernel / op name fragments, lower case); first match wins; everything else is "elementwise". Compiled
+# FlexAttention runs Triton templates (triton_tem_*); inductor's matmuls go to cuBLAS unless max-autotune is on.
 KERNEL_CATEGORIES = [
-    ("attention", ("fmha", "flash", "sdpa", "attention", "scaled_dot_product")),
+    ("attention", ("fmha", "flash", "sdpa", "attention", "scaled_dot_product", "flex", "triton_tem")),
     ("loss", ("softmax", "nll_loss", "cross_entropy", "logsumexp", "linearcrossentropy")),
     ("optimiser", ("adam", "multi_tensor", "_foreach")),
     ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "matmul", "gemv", "addmm", "aten::mm", "bmm",

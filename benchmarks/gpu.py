@@ -6,8 +6,11 @@ runs per GPU. One call, under 5 minutes on an H100/H200 (the sweep is opt-in: ``
 (bf16 autocast, as Lightning's bf16-mixed; fused Adam; no host sync inside the step) on ~25k-token batches, as
 contenders that add one change each: "before" (eager, full (B, T, V) logits + F.cross_entropy, greedy packing
 as today), + the projected chunked loss (``ablate.train.loss``), + length buckets (``data.length_bucket``: static
-shapes), + ``torch.compile(dynamic=False)`` of the model (static shapes make it pay); ``--no-projected-loss``,
-``--no-buckets``, ``--no-compile`` leave a change out. For each: tokens/s, MFU = tokens/s x
+shapes), + ``torch.compile(dynamic=False)`` of the model (static shapes make it pay), + FlexAttention over block
+masks (``trainer.attention_kernel=flex``, ``ablate.train.kernels``); ``--no-projected-loss``, ``--no-buckets``,
+``--no-compile``, ``--no-flex`` leave a change out. Every contender trains as ``ablate train`` does: cuDNN attention
+off (pytorch#196678), the attention kernel chosen by ``choose_attention_kernel`` (a contender flex cannot serve
+says so and runs SDPA: on a CPU, always). For each: tokens/s, MFU = tokens/s x
 ``ablate.model.flops.flops_per_token`` / peak (measured and spec), padding share, peak memory, and the step split
 into matmuls, attention, elementwise, loss, optimiser and idle (torch.profiler kernels). (3) Which SDPA kernel each
 attention runs with ablate's boolean masks and what ``is_causal`` / unmasked attention would save. (4) With
@@ -17,7 +20,7 @@ Without CUDA it says so in one line and exits 0; ``--cpu`` runs a tiny version o
 script works, not a GPU figure).
 
     python benchmarks/gpu.py [--quick] [--cpu] [--peak-tflops X] [--bucket 16] [--no-projected-loss]
-                             [--no-buckets] [--no-compile] [--sweep] [--sweep-steps 300] [--pack auto]
+                             [--no-buckets] [--no-compile] [--no-flex] [--sweep] [--sweep-steps 300] [--pack auto]
 """
 
 from __future__ import annotations
@@ -38,12 +41,14 @@ import _common as C
 import _step_profile as P
 import ablate
 from ablate.model.flops import flops_per_token
+from ablate.train.kernels import choose_attention_kernel, pin_attention_backends
 
 PEAK_BF16_TFLOPS = [("H200", 989), ("H100 NVL", 835), ("H100 PCIe", 756), ("H100", 989), ("A100", 312),
                     ("L40S", 362), ("L4", 121), ("A10", 125), ("4090", 165), ("3090", 71)]  # dense, no sparsity
 BACKENDS = ["FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH"]
 TINY_CPU = ["model.n_layers=1", "model.d_model=64", "model.n_heads=2", "model.d_ff=128", "data.vocab_size=1000"]
-CHANGES = [("projected loss", "projected"), ("length buckets", "bucket"), ("torch.compile, static", "compiled")]
+CHANGES = [("projected loss", "projected"), ("length buckets", "bucket"), ("torch.compile, static", "compiled"),
+           ("flex attention", "flex")]
 
 
 def sdpa_ops(step, batch) -> dict[str, int]:
@@ -125,7 +130,8 @@ def sweep_wall_time(runs_per_gpu: str, steps: int, out: str) -> tuple[float, int
 
 def contenders(args) -> list[tuple[str, dict[str, bool]]]:
     """"before" (today's step), then one more of issue 30's changes each, those turned off left out."""
-    off = {"projected": args.no_projected_loss, "bucket": args.no_buckets, "compiled": args.no_compile or args.cpu}
+    off = {"projected": args.no_projected_loss, "bucket": args.no_buckets, "compiled": args.no_compile or args.cpu,
+           "flex": args.no_flex}
     current = dict.fromkeys(off, False)
     out = [("before: eager, full logits, greedy packing", dict(current))]
     for label, key in CHANGES:
@@ -139,6 +145,9 @@ def run_contender(cfg, flags: dict[str, bool], batches: list[dict], device: str,
     """Time and profile one contender: warm-up (compiling each shape once), ``steps`` timed steps, 3 profiled."""
     torch.manual_seed(0)
     model = ablate.build_model(cfg).to(device)
+    kernel, note = choose_attention_kernel(model, "flex" if flags["flex"] else "sdpa", torch.device(device))
+    if note:
+        print(f"  {note}")
     step = P.make_step(model, device=device, projected=flags["projected"], compiled=flags["compiled"])
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -151,7 +160,8 @@ def run_contender(cfg, flags: dict[str, bool], batches: list[dict], device: str,
     seconds = P.time_steps(step, timed, device)
     real = sum(C.real_tokens(b) for b in timed) / len(timed)
     slots = sum(b["tgt_ids"].numel() for b in timed) / len(timed)
-    out = {"tokens_per_s": real / seconds, "step_ms": 1e3 * seconds, "warmup_s": warm_s, "shapes": len(shapes),
+    out = {"attention_kernel": kernel, "tokens_per_s": real / seconds, "step_ms": 1e3 * seconds, "warmup_s": warm_s,
+           "shapes": len(shapes),
            "padding": 1 - real / slots, "split_ms": P.split(step, batches[:3], device),
            "peak_mem_gb": torch.cuda.max_memory_allocated() / 1e9 if device == "cuda" else float("nan")}
     del model, step
@@ -168,11 +178,13 @@ def main() -> None:
         p.add_argument("--no-projected-loss", action="store_true", help="leave out the projected chunked loss")
         p.add_argument("--no-buckets", action="store_true", help="leave out the length buckets")
         p.add_argument("--no-compile", action="store_true", help="leave out torch.compile")
+        p.add_argument("--no-flex", action="store_true", help="leave out FlexAttention")
         p.add_argument("--sweep", action="store_true", help="also time the Table 3 sweep (minutes)")
         p.add_argument("--sweep-steps", type=int, default=300, help="training steps per run of the timed sweep")
         p.add_argument("--pack", default="auto", help="runs per GPU of the packed sweep (an integer or auto)")
 
     args = C.parse_args(__doc__, options)
+    began = time.perf_counter()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     settings = {"config": "configs/transformer_base.yaml", "precision": "bf16-mixed (autocast)", "quick": args.quick,
                 "device": device, "bucket": args.bucket}
@@ -192,6 +204,7 @@ def main() -> None:
     measured = P.matmul_peak_tflops(device, n=8192 if device == "cuda" else 512, reps=20 if device == "cuda" else 2)
     print(f"\nbf16 matmul peak measured here: {measured:.0f} TFLOP/s (spec: {spec or '-'}); "
           f"{fpt / 1e9:.3f} GFLOP per real target token at mean padded length {seq:.0f}")
+    pin_attention_backends(torch.device(device))  # as ablate train does
     results = {"peak_tflops_measured": measured, "peak_tflops_spec": spec, "flops_per_token": fpt, "steps": {}}
     for label, flags in contenders(args):
         r = run_contender(cfg, flags, bucketed if flags["bucket"] else plain, device, steps)
@@ -205,17 +218,20 @@ def main() -> None:
         results.update(attention_section(cfg, plain[0], eager, args.quick))
         if args.sweep:
             results["sweep"] = sweep_section(args.sweep_steps, args.pack)
+    results["wall_s"] = time.perf_counter() - began
+    print(f"\ngpu.py took {results['wall_s']:.0f} s in all (issue 30's budget: under 300 s without --sweep)")
     C.emit("gpu", info, settings, results)
 
 
 def print_steps(steps: dict, tokens: int, n: int) -> None:
     """The contenders' table and their step split (ms per step)."""
     base = next(iter(steps.values()))["tokens_per_s"]
-    rows = [[label, r["tokens_per_s"], r["tokens_per_s"] / base, r["step_ms"], r["mfu_measured"], r["mfu_spec"],
-             100 * r["padding"], r["shapes"], r["peak_mem_gb"]] for label, r in steps.items()]
+    rows = [[label, r["attention_kernel"], r["tokens_per_s"], r["tokens_per_s"] / base, r["step_ms"],
+             r["mfu_measured"], r["mfu_spec"], 100 * r["padding"], r["shapes"], r["peak_mem_gb"]]
+            for label, r in steps.items()]
     print(f"\n~{tokens} tokens/batch, {n} timed steps each after warm-up (compiled: one batch of each shape)")
-    print(C.table(["step", "tokens/s", "vs before", "ms/step", "MFU (measured peak)", "MFU (spec)", "% padding",
-                   "shapes", "peak GB"], rows))
+    print(C.table(["step", "attention", "tokens/s", "vs before", "ms/step", "MFU (measured peak)", "MFU (spec)",
+                   "% padding", "shapes", "peak GB"], rows))
     print("\nwhere a step's time goes (ms per step; idle = wall - busy kernels):")
     print(C.table(["part", *steps],
                   [[c, *(r["split_ms"][c] for r in steps.values())] for c in [*P.CATEGORIES, "wall"]]))
@@ -227,7 +243,8 @@ def attention_section(cfg, batch, step_ms: float, quick: bool) -> dict:
     model = ablate.build_model(cfg).cuda()
     ops = sdpa_ops(P.make_step(model, device="cuda", projected=True, compiled=False), batch)
     del model
-    print(f"\nSDPA kernels in one step (forward ops): {ops}")
+    print(f"\nSDPA kernels in one step (forward ops; cuDNN attention off, as ablate train sets it: pytorch#196678): "
+          f"{ops}")
     rows, alt = [], {}
     reps = 5 if quick else 20
     for name, (q, k, v, mask, alt_mask, alt_causal, calls) in attention_cases(cfg, batch).items():

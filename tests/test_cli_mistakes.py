@@ -314,6 +314,8 @@ MISTAKES = [
     (["describe", "configs/default.yaml", "model.n_layers=99999999999999999999999999"],
      "model.n_layers=99999999999999999999999999 is not allowed; expected a positive integer up to 1,000"),
     (["train", "train.max_steps=10000000000000"], "train.max_steps=10000000000000 is not allowed"),
+    (["train", "trainer.attention_kernel=flash"], "trainer.attention_kernel='flash' is not allowed; expected one "
+     "of sdpa, flex"),
     (["train", "data.max_len=100000000"], "data.max_len=100000000 is not allowed"),
     (["train", "empty.yaml"], "CONFIG='empty.yaml' is not allowed; expected a config that sets something"),
     (["train", "empty.yaml", "output_dir=run"], "expected a config that sets something"),

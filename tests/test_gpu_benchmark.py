@@ -21,6 +21,7 @@ import _step_profile as P  # noqa: E402
     ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTT", "matmul"),
     ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80", "attention"),
     ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3", "attention"),
+    ("triton_tem_fused_0", "attention"),  # an inductor Triton template: compiled flex attention's kernels
     ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>", "loss"),
     ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>", "optimiser"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", "elementwise"),
@@ -45,13 +46,16 @@ def test_without_cuda_it_says_so_in_one_line_and_exits_0():
 
 @pytest.mark.slow  # three tiny contenders, profiled: tens of seconds on a shared CPU
 def test_the_cpu_run_times_every_contender_and_splits_its_step():
-    _, blob = _run("--cpu", "--threads", "1")
+    out, blob = _run("--cpu", "--threads", "1")
     r = blob["results"]
     steps = r["steps"]
     assert [s["flags"] for s in steps.values()] == [
-        {"projected": False, "bucket": False, "compiled": False},
-        {"projected": True, "bucket": False, "compiled": False},
-        {"projected": True, "bucket": True, "compiled": False}]  # no compile on a CPU
+        {"projected": False, "bucket": False, "compiled": False, "flex": False},
+        {"projected": True, "bucket": False, "compiled": False, "flex": False},
+        {"projected": True, "bucket": True, "compiled": False, "flex": False},  # no compile on a CPU
+        {"projected": True, "bucket": True, "compiled": False, "flex": True}]
+    assert [s["attention_kernel"] for s in steps.values()] == ["sdpa"] * 4  # no flex backward on a CPU: said once
+    assert out.stdout.count("trainer.attention_kernel=flex: training with SDPA instead (") == 1
     for s in steps.values():
         flops = s["tokens_per_s"] * r["flops_per_token"]
         assert s["mfu_measured"] == pytest.approx(flops / (r["peak_tflops_measured"] * 1e12))

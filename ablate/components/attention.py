@@ -11,6 +11,9 @@ decoder's attention over the encoder output (``cross=True``). Incremental decodi
 :class:`KVCache`: self-attention appends the new positions' keys and values to it; cross-attention
 reads the encoder output's, computed once per sentence by :meth:`Attention.project_memory`.
 
+The mask may also be a FlexAttention block mask (``trainer.attention_kernel: flex``, :mod:`ablate.components.flex`):
+the same attention, computed by flex's kernel; :meth:`Attention.why_not_flex` says when a module cannot be served so.
+
 Set ``module.keep_weights = True`` (see :func:`ablate.model.inspect.attention_weights`) to compute
 the softmax explicitly and keep it in ``module.weights`` for inspection.
 """
@@ -23,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ablate.components import flex
 from ablate.components.positional import Positional
 from ablate.errors import ConfigError
 from ablate.registry import declare_kind, register
@@ -59,6 +63,11 @@ def with_bias(mask: torch.Tensor | None, bias: torch.Tensor | None, dtype: torch
         return mask
     bias = bias.to(dtype)
     return bias if mask is None else bias.masked_fill(~mask, float("-inf"))  # (B, h, T_q, T_k)
+
+
+# The steps between the projections and W^O: a variant that overrides one computes its attention its own way, which
+# a block mask may not reach (a synthesizer's, a convolution's); it trains with SDPA (why_not_flex).
+FLEX_STEPS = ("self_heads", "cross_heads", "attend", "softmax_weights", "position_bias")
 
 
 class Attention(nn.Module):
@@ -158,12 +167,14 @@ class Attention(nn.Module):
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
                bias: torch.Tensor | None) -> torch.Tensor:
-        """q (B, h, T_q, d_k), k (B, h_kv, T_k, d_k), v (B, h_kv, T_k, d_v), mask (B, 1, T_q|1, T_k), bias
-        (h | B, h, T_q, T_k) -> the heads (B, h, T_q, d_v)."""
+        """q (B, h, T_q, d_k), k (B, h_kv, T_k, d_k), v (B, h_kv, T_k, d_v), mask (B, 1, T_q|1, T_k) or a block mask,
+        bias (h | B, h, T_q, T_k) -> the heads (B, h, T_q, d_v)."""
         if self.n_kv_heads != self.n_heads:  # each key/value head serves h / h_kv query heads
             group = self.n_heads // self.n_kv_heads
             k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, h, T_k, d)
-        mask = with_bias(mask, bias, q.dtype)
+        if isinstance(mask, flex.BlockMask) and not self.keep_weights:  # no bias, no dropout: why_not_flex
+            return flex.attend(q, k, v, mask, self.scale)  # (B, h, T_q, d_v)
+        mask = with_bias(flex.dense(mask), bias, q.dtype)
         p = self.dropout if self.training else 0.0
         if self.keep_weights:
             weights = self.softmax_weights(q @ k.transpose(-2, -1) * self.scale, mask)  # (B, h, T_q, T_k)
@@ -178,6 +189,18 @@ class Attention(nn.Module):
         if self.keep_weights:
             self.weights = weights.detach()
         return weights
+
+    def why_not_flex(self) -> str | None:
+        """Why FlexAttention cannot compute this module's attention as :meth:`attend` does; None when it can: it has
+        no attention dropout, no score bias, and computes its attention with this class's steps."""
+        if self.dropout > 0:
+            return f"attention dropout {self.dropout} (flex applies none)"
+        if self.positional is not None and self.positional.biases_scores:
+            return f"{type(self.positional).__name__} adds a bias to the attention scores"
+        own = [step for step in FLEX_STEPS if getattr(type(self), step) is not getattr(Attention, step)]
+        if own:
+            return f"{type(self).__name__} computes its attention its own way ({own[0]})"
+        return None
 
     def flops_per_token(self, length: int) -> float:
         """Per query, beyond the projections: Q K^T over ``length`` keys (d_k each) and the weighted sum of

@@ -52,6 +52,12 @@ class Positional(nn.Module):
         before the attention's scale (it is scaled with the scores: q (k + a)^T / sqrt(d_k)); None: none."""
         return None
 
+    @property
+    def biases_scores(self) -> bool:
+        """Whether it adds to the attention scores (overrides :meth:`score_bias` or :meth:`query_bias`)."""
+        kind = type(self)
+        return kind.score_bias is not Positional.score_bias or kind.query_bias is not Positional.query_bias
+
     def for_layer(self, layer: int) -> Positional:
         """The component the self-attention of layer ``layer`` uses: this one (shared by the stack) here; a variant
         with parameters of its own per layer returns a fresh one."""

@@ -26,6 +26,13 @@ class Logger(str, Enum):
     none = "none"
 
 
+class AttentionKernel(str, Enum):
+    """What computes attention in training (ablate/train/kernels.py): the same attention either way."""
+
+    sdpa = "sdpa"  # scaled_dot_product_attention over boolean masks
+    flex = "flex"  # FlexAttention over block masks (compiled on CUDA); SDPA where it cannot serve the run
+
+
 class WandbMode(str, Enum):
     auto = "auto"  # online when an API key is configured, offline otherwise
     online = "online"
@@ -91,8 +98,8 @@ class TrainConfig:
 
 @dataclass
 class TrainerConfig:
-    """Passed through to ``pytorch_lightning.Trainer`` (but ``compile`` and ``threads``); anything else goes under
-    ``extra``."""
+    """Passed through to ``pytorch_lightning.Trainer`` (but ``compile``, ``attention_kernel``, ``threads`` and
+    ``fuse``); anything else goes under ``extra``."""
 
     accelerator: str = "auto"
     devices: Any = "auto"
@@ -104,6 +111,7 @@ class TrainerConfig:
     deterministic: bool = False
     enable_progress_bar: bool = True
     compile: bool = False  # torch.compile the model's training forward (benchmarks/gpu.py measures what it gains)
+    attention_kernel: AttentionKernel = AttentionKernel.sdpa  # sdpa | flex (ablate/train/kernels.py)
     threads: Optional[int] = None  # CPU threads (null: a sweep pool's share, else every core; ablate/train/threads.py)
     # In a sweep, this run's seed trained fused with the other seeds of its variant as one model (true; a seed array,
     # ablate/train/array.py), alone in its own process (false), or as the sweep's --fuse says (null).

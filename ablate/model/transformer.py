@@ -1,5 +1,9 @@
 """The two architectures: the paper's encoder-decoder (section 3.1) and a decoder-only language model.
 
+Each builds its attention masks once per forward, in one of two forms (:data:`MaskForm`), shared by every layer that
+shares the mask: boolean masks for SDPA (the default, and always for cached decoding), or FlexAttention block masks
+(``trainer.attention_kernel: flex``: :func:`ablate.train.kernels.choose_attention_kernel` sets ``model.mask_form``).
+
 The encoder-decoder also decodes incrementally: :meth:`EncoderDecoder.start_decoding` encodes the
 source once, then each :meth:`EncoderDecoder.decode_step` runs the decoder on the newest target
 positions only, with the keys and values of earlier positions (and of the encoder output) cached.
@@ -7,15 +11,20 @@ positions only, with the keys and values of earlier positions (and of the encode
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import nn
 
+from ablate.components import flex
 from ablate.components.masks import Mask
 from ablate.components.sharing import PerLayer
 from ablate.model.embedding import InputLayer
 from ablate.model.layers import DecoderLayerCache
 
 AllowedPairs = torch.Tensor | None  # (T_q, T_k) boolean, True = may attend; None = every pair
+# key padding (B, 1, 1, T_k), allowed pairs, T_q -> the mask the attention receives: boolean or a block mask
+MaskForm = Callable[[torch.Tensor, AllowedPairs, int], torch.Tensor | flex.BlockMask]
 
 
 def key_padding(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -28,19 +37,25 @@ def combine(padding: torch.Tensor, attn: AllowedPairs) -> torch.Tensor:
     return padding if attn is None else padding & attn
 
 
+def boolean_form(padding: torch.Tensor, attn: AllowedPairs, t_q: int) -> torch.Tensor:
+    """:data:`MaskForm` for SDPA: :func:`combine`'s boolean mask (B, 1, T_q|1, T_k)."""
+    return combine(padding, attn)
+
+
 class LayerMasks:
     """A decoder's self-attention masks, one per layer (:meth:`Mask.layers`), each combined with the key padding."""
 
     def __init__(self, mask: Mask, n_layers: int):
         self.masks = mask.layers(n_layers)
         self.distinct = list({id(m): m for m in self.masks}.values())
+        self.which = [next(i for i, d in enumerate(self.distinct) if d is m) for m in self.masks]  # layer -> distinct
 
-    def __call__(self, padding: torch.Tensor, t_q: int, t_k: int) -> torch.Tensor | PerLayer:
-        """padding (B, 1, 1, T_k) -> one mask (B, 1, T_q, T_k) for every layer, or a :class:`PerLayer` of them."""
-        made = {id(m): combine(padding, m(t_q, t_k, padding.device)) for m in self.distinct}
-        if len(made) == 1:
-            return next(iter(made.values()))
-        return PerLayer(made[id(m)] for m in self.masks)
+    def __call__(self, padding: torch.Tensor, t_q: int, t_k: int,
+                 form: MaskForm = boolean_form) -> torch.Tensor | flex.BlockMask | PerLayer:
+        """padding (B, 1, 1, T_k) -> one mask (B, 1, T_q, T_k) for every layer, or a :class:`PerLayer` of them, in
+        ``form``."""
+        made = [form(padding, m(t_q, t_k, padding.device), t_q) for m in self.distinct]
+        return made[0] if len(made) == 1 else PerLayer(made[i] for i in self.which)
 
 
 class DecoderState:
@@ -94,12 +109,13 @@ class EncoderDecoder(nn.Module):
         self.encoder, self.decoder, self.generator = encoder, decoder, generator
         self.mask, self.pad_id = mask, pad_id
         self.layer_masks = LayerMasks(mask, len(decoder.layers))
+        self.mask_form: MaskForm = boolean_form  # of the full passes; cached decoding's are boolean
         self.incremental = not mask.looks_ahead
 
     def encode(self, src_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src_ids (B, S) -> memory (B, S, d_model) and its key-padding mask (B, 1, 1, S)."""
-        src_mask = key_padding(src_ids, self.pad_id)
-        return self.encoder(self.src_input(src_ids), src_mask), src_mask
+        src_mask, S = key_padding(src_ids, self.pad_id), src_ids.size(1)
+        return self.encoder(self.src_input(src_ids), self.mask_form(src_mask, None, S)), src_mask
 
     def decode(self, tgt_ids: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
         """tgt_ids (B, T) shifted right, memory (B, S, d_model) -> logits (B, T, V)."""
@@ -108,8 +124,9 @@ class EncoderDecoder(nn.Module):
     def decode_hidden(self, tgt_ids: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
         """tgt_ids (B, T) shifted right, memory (B, S, d_model) -> the decoder's output (B, T, d_model)."""
         T = tgt_ids.size(1)
-        self_mask = self.layer_masks(key_padding(tgt_ids, self.pad_id), T, T)  # (B, 1, T, T), or one per layer
-        return self.decoder(self.tgt_input(tgt_ids), memory, self_mask, src_mask)  # (B, T, d_model)
+        self_mask = self.layer_masks(key_padding(tgt_ids, self.pad_id), T, T, self.mask_form)  # (B, 1, T, T), per layer
+        cross_mask = self.mask_form(src_mask, None, T)  # (B, 1, 1|T, S)
+        return self.decoder(self.tgt_input(tgt_ids), memory, self_mask, cross_mask)  # (B, T, d_model)
 
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> torch.Tensor:
         return self.decode(tgt_ids, *self.encode(src_ids))
@@ -154,6 +171,7 @@ class DecoderOnly(nn.Module):
         self.tgt_input, self.decoder, self.generator = tgt_input, decoder, generator
         self.mask, self.pad_id = mask, pad_id
         self.layer_masks = LayerMasks(mask, len(decoder.layers))
+        self.mask_form: MaskForm = boolean_form
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return self.generator(self.hidden(ids))  # (B, T, V)
@@ -161,5 +179,5 @@ class DecoderOnly(nn.Module):
     def hidden(self, ids: torch.Tensor) -> torch.Tensor:
         """:meth:`forward` before the generator: ids (B, T) -> (B, T, d_model)."""
         T = ids.size(1)
-        self_mask = self.layer_masks(key_padding(ids, self.pad_id), T, T)  # (B, 1, T, T), or one per layer
+        self_mask = self.layer_masks(key_padding(ids, self.pad_id), T, T, self.mask_form)  # (B, 1, T, T), per layer
         return self.decoder(self.tgt_input(ids), self_mask)  # (B, T, d_model)

@@ -36,7 +36,9 @@ STOP_FILE = "STOP"
 NOT_IDENTITY = ("output_dir", "wandb", "trainer.threads")  # where a run is written, how it is logged, its CPU threads
 # Keys that are no identity at their default: trainer.fuse null leaves it to the pool, and hashes stay what they were;
 # true and false are asked for (a fused run draws its dropout masks from the array's stream: another run than a solo).
-NOT_IDENTITY_AT = {"trainer.fuse": None}
+# trainer.attention_kernel: flex is identity as trainer.compile is (another kernel, other rounding); sdpa, the
+# default, is not, so that hashes from before the key stay what they were.
+NOT_IDENTITY_AT = {"trainer.fuse": None, "trainer.attention_kernel": "sdpa"}
 
 
 def _identity(cfg: DictConfig) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from ablate.train.callbacks import ValidateAtLastStep, WallClock
 from ablate.train.checkpoints import AtomicCheckpointIO
 from ablate.train.fusable import why_not_fused
 from ablate.train.fused_system import FusedSystem
+from ablate.train.kernels import pin_attention_backends
 from ablate.train.members import Member, Members
 from ablate.train.precision import resolve_precision
 from ablate.train.preflight import check_settings, make_run_dir
@@ -124,6 +125,7 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
         last_only = ModelCheckpoint(dirpath=array_dir, filename="last", save_top_k=1, enable_version_counter=False)
         trainer = pl.Trainer(**trainer_settings(cfgs[0], array_dir, logger=False, plugins=[AtomicCheckpointIO()],
                                                 callbacks=[last_only, *callbacks]))
+        pin_attention_backends(trainer.strategy.root_device)
         print(threads, file=sys.stderr)
         trainer.fit(system, datamodule=data, ckpt_path=str(resume) if resume else None)
         status = Status.INTERRUPTED if trainer.interrupted else Status.FINISHED

@@ -53,6 +53,9 @@ def _setting_reason(cfg: DictConfig, *, decodes: bool) -> str | None:
         return f"train.val_bleu=true with task {cfg.data.task!r}: decoding the validation split per member is not fused"
     if trainer.compile:
         return "trainer.compile=true: a seed array's step is not compiled, so the runs would not be what they say"
+    if trainer.get("attention_kernel", "sdpa") != "sdpa":  # a str Enum: equal to its value
+        return ("trainer.attention_kernel=flex: a seed array's step runs SDPA, so the runs would not be what they "
+                "say")
     return None
 
 

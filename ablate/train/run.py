@@ -29,6 +29,7 @@ from ablate.runtime import allocator_in_use
 from ablate.train.callbacks import (FiniteLoss, LoggedLossBar, Progress, StopRequest, TokenThroughput,
                                     ValidateAtLastStep, WallClock)
 from ablate.train.checkpoints import AtomicCheckpointIO, step_checkpoint_callback
+from ablate.train.kernels import choose_attention_kernel, pin_attention_backends
 from ablate.train.precision import resolve_precision
 from ablate.train.preflight import check_memory, check_run_dir, check_settings, discard, make_run_dir
 from ablate.train.resume import ExactResume
@@ -196,8 +197,11 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
                   resumed_from=str(resume) if resume else None)
     try:  # a Trainer that cannot be made fails the run with its reason, as one that fails to train does
         trainer = make_trainer(cfg, run_dir, callbacks, shards_itself=getattr(data, "shards_itself", False))
+        device = trainer.strategy.root_device
+        kernel, kernel_note = choose_attention_kernel(system.model, cfg.trainer.attention_kernel, device)
+        pin_attention_backends(device)
         result.update(device=_device(trainer), visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
-                      threads=torch.get_num_threads(), started_at=start)
+                      threads=torch.get_num_threads(), started_at=start, attention_kernel=kernel)
         for logger in trainer.loggers:
             logger.log_hyperparams({"params/" + k: v for k, v in system.n_params.items()})
     except Exception as exc:
@@ -207,6 +211,8 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         raise RunFailed(run_dir, result["error"]) from exc
     if lead:
         print(threads, file=sys.stderr)
+        if kernel_note:
+            print(kernel_note, file=sys.stderr)
     try:
         trainer.fit(system, datamodule=data, ckpt_path=str(resume) if resume else None)
     except Exception as exc:

@@ -236,6 +236,8 @@ ONE_DEVICE = "an array trains in one process, on one device"
     (["train.keep_checkpoints=2"], "train.keep_checkpoints=2: step checkpoints are kept per run, not per array"),
     (["trainer.compile=true"],
      "trainer.compile=true: a seed array's step is not compiled, so the runs would not be what they say"),
+    (["trainer.attention_kernel=flex"],
+     "trainer.attention_kernel=flex: a seed array's step runs SDPA, so the runs would not be what they say"),
     (["model.positional=t5_bias", "trainer.precision=16-mixed"], f"positional 't5_bias': {LEARNED_BIAS_NOT_FUSABLE}"),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else "")
 def test_a_setting_an_array_cannot_honour_is_the_reason(overrides, reason):
@@ -245,7 +247,8 @@ def test_a_setting_an_array_cannot_honour_is_the_reason(overrides, reason):
 
 @pytest.mark.parametrize("overrides", [["trainer.devices=1"], ["trainer.devices=[0]"], ["trainer.devices=auto"],
                                        ["trainer.strategy=single_device"], ["trainer.precision=bf16-mixed"],
-                                       ["trainer.precision=32-true"], ["train.keep_checkpoints=0"]],
+                                       ["trainer.precision=32-true"], ["train.keep_checkpoints=0"],
+                                       ["trainer.attention_kernel=sdpa"]],
                          ids=lambda v: " ".join(v))
 def test_settings_one_process_honours_for_each_member_are_no_reason(overrides):
     assert why_not_fused(_config("configs/default.yaml", *overrides)) is None
