@@ -4,6 +4,7 @@ trains (bit for bit), sees its slot's environment, and reports failures with the
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +99,23 @@ def test_a_warm_run_leaves_the_temporary_folders_of_the_servers_wandb_to_later_r
     run.start()
     run.join()
     assert run.exitcode == 0 and all(folder.is_dir() for folder in folders)
+
+
+def _settle_and_look_for(inherited: list) -> None:
+    import gc
+
+    warm.settle({})
+    os._exit(0 if not any(o is inherited for o in gc.get_objects()) and gc.get_freeze_count() > 0 else 1)
+
+
+def test_a_warm_run_leaves_the_servers_objects_out_of_its_garbage_collections():
+    """Its collections never traverse (nor write to the pages of) what the server imported before the fork."""
+    import gc
+    import multiprocessing
+
+    inherited = [[]]
+    assert any(o is inherited for o in gc.get_objects())  # tracked by the collector here, before the fork
+    run = multiprocessing.get_context("fork").Process(target=_settle_and_look_for, args=(inherited,))
+    run.start()
+    run.join()
+    assert run.exitcode == 0
