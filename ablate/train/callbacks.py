@@ -194,7 +194,8 @@ class LoggedLossBar(TQDMProgressBar):
     logged at (every ``every`` steps, and the last), not at every step, as a ``prog_bar=True`` metric would be.
 
     Where stdout is not a terminal (a sweep run's ``train.log``), the training bar is drawn only when it has news: an
-    epoch's first and last batch and the steps the loss is logged at. Lightning draws it at every batch whatever
+    epoch's first batch (benchmarks/startup.py times the first step by it), its last, and the steps the loss is logged
+    at. Lightning draws it at every batch whatever
     tqdm's ``mininterval`` (a line a step: 500 in a quickstart run's log). It still counts every batch, so whatever
     draws it next (a validation's end, the epoch's end) shows the batch it is at.
     """
