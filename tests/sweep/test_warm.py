@@ -119,3 +119,38 @@ def test_a_warm_run_leaves_the_servers_objects_out_of_its_garbage_collections():
     run.start()
     run.join()
     assert run.exitcode == 0
+
+
+STARTS_A_WANDB_RUN = """
+import importlib, json, multiprocessing, sys
+from ablate.config import load_config
+from ablate.runs.wandb import make_wandb_logger
+from ablate.sweep import warm
+
+for module in warm.PRELOAD:
+    importlib.import_module(module)
+
+def start(conn):
+    cfg = load_config(sys.argv[1], [f"output_dir={sys.argv[2]}", "logger=wandb", "wandb.mode=offline"])
+    logger = make_wandb_logger(cfg, sys.argv[2])
+    before = set(sys.modules)
+    run = logger.experiment
+    conn.send(sorted(set(sys.modules) - before))
+    run.finish()
+
+ours, theirs = multiprocessing.Pipe()
+child = multiprocessing.get_context("fork").Process(target=start, args=(theirs,))
+child.start()
+print(json.dumps(ours.recv()))
+child.join()
+"""
+
+
+def test_a_warm_runs_wandb_run_starts_without_importing_anything(tmp_path):
+    """What wandb.init imports on first use is imported once, by the server (warm.PRELOAD), not in every run."""
+    done = subprocess.run([sys.executable, "-c", STARTS_A_WANDB_RUN, str(REPO / "configs/default.yaml"),
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, "WANDB_SILENT": "true", "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+    assert list((tmp_path / "run" / "wandb").glob("offline-run-*/*.wandb"))  # the run did start
