@@ -216,10 +216,16 @@ def _measure(config_overrides: list[str], fresh: bool) -> dict:
 
 
 def _forked(config: str, log: str, out: str) -> None:
-    from ablate.runtime import tune_glibc_malloc
+    from ablate.sweep import warm
 
-    tune_glibc_malloc()  # as ablate.sweep.warm._child does
-    _run_child(config, log, out, time.perf_counter())
+    start = time.perf_counter()
+    if hasattr(warm, "settle"):  # what ablate.sweep.warm._child does first
+        warm.settle({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    else:  # a baseline from before warm.settle (2026-11-26)
+        from ablate.runtime import tune_glibc_malloc
+
+        tune_glibc_malloc()
+    _run_child(config, log, out, start)
     os._exit(0)
 
 

@@ -12,7 +12,6 @@ from typing import Sequence
 
 import torch
 import torch.nn.functional as F
-from torch.nn.utils.rnn import pad_sequence
 
 from ablate.data.batching import bucket_length, bucket_rows
 
@@ -34,13 +33,26 @@ class Seq2SeqCollator:
     max_tokens: int | None = None
 
     def __call__(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> dict[str, torch.Tensor]:
-        src = [torch.as_tensor(s, dtype=torch.long) for s, _ in pairs]
-        tgt = [torch.as_tensor(t, dtype=torch.long) for _, t in pairs]
-        bos, eos = torch.tensor([self.bos_id]), torch.tensor([self.eos_id])
+        # Padded as Python lists, one tensor per key: a tensor per sentence, cat and pad_sequence cost 1.3 ms a
+        # 64-pair batch on the 2-core CPU, 0.7 s of a 500-step run, against 0.17 ms (tests/data/test_collate.py).
+        S, T = max(len(s) for s, _ in pairs), max(len(t) for _, t in pairs) + 1  # target: BOS or EOS added
+        src: list[int] = []
+        tgt: list[int] = []
+        labels: list[int] = []
+        for s, t in pairs:
+            src += s
+            src += [self.pad_id] * (S - len(s))
+            fill = [self.pad_id] * (T - 1 - len(t))
+            tgt.append(self.bos_id)
+            tgt += t
+            tgt += fill
+            labels += t
+            labels.append(self.eos_id)
+            labels += fill
         batch = {
-            "src_ids": pad_sequence(src, batch_first=True, padding_value=self.pad_id),  # (B, S)
-            "tgt_ids": pad_sequence([torch.cat((bos, t)) for t in tgt], True, self.pad_id),  # (B, T)
-            "labels": pad_sequence([torch.cat((t, eos)) for t in tgt], True, self.pad_id),  # (B, T)
+            "src_ids": torch.tensor(src, dtype=torch.long).view(len(pairs), S),  # (B, S)
+            "tgt_ids": torch.tensor(tgt, dtype=torch.long).view(len(pairs), T),  # (B, T) = [BOS] + y
+            "labels": torch.tensor(labels, dtype=torch.long).view(len(pairs), T),  # (B, T) = y + [EOS]
         }
         return batch if self.bucket is None else self._to_bucket(batch)
 

@@ -14,6 +14,7 @@ Symbols are ids ``3 .. vocab_size-1``; 0, 1, 2 are pad, BOS and EOS.
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable
 
 import pytorch_lightning as pl
@@ -85,9 +86,14 @@ class SyntheticSeq2Seq(_Synthetic):
         return int(self.cfg.max_len) + 1  # a target of max_len symbols after the decoder's BOS
 
     def examples(self, n: int, seed: int) -> list[tuple[list[int], list[int]]]:
+        """``n`` (source, target) pairs: the lengths drawn first, then every string's symbols in one draw (the CPU
+        generator draws a tensor's elements one after another, so these are the numbers one draw per string gave:
+        tests/data/test_synthetic.py)."""
         g = torch.Generator().manual_seed(seed)
-        lengths = torch.randint(self.min_len, self.cfg.max_len + 1, (n,), generator=g)
-        return [(src, self.transform(src)) for src in (self.symbols((int(t),), g).tolist() for t in lengths)]
+        lengths = torch.randint(self.min_len, self.cfg.max_len + 1, (n,), generator=g).tolist()  # (N,)
+        flat = self.symbols((sum(lengths),), g).tolist()  # (sum of lengths,): the strings one after another
+        ends = itertools.accumulate(lengths)
+        return [(src, self.transform(src)) for src in (flat[end - t:end] for t, end in zip(lengths, ends))]
 
 
 class RandomTokensLM(_Synthetic):

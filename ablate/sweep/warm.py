@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -32,8 +33,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 # wandb too: every run that logs to W&B (the default) imported it again, 1.3 s a run on the 2-core CPU (pydantic
-# building its settings' schemas), against once per sweep here (benchmarks/run_split.py).
-PRELOAD = ["torch", "pytorch_lightning", "wandb", "ablate.cli", "ablate.train.run", "ablate.evaluate.cli"]
+# building its settings' schemas), against once per sweep here (benchmarks/run_split.py). And what wandb.init imports
+# on first use (wandb 0.31): its launch inputs (wandb.apis.public's pydantic models: half of wandb.init's 0.76 s a
+# run), requests, and the module WandbLogger imports Run from; tests/sweep/test_warm.py checks that a run's W&B run
+# starts without importing anything.
+PRELOAD = ["torch", "pytorch_lightning", "wandb", "wandb.sdk.launch.inputs.internal", "requests", "wandb.wandb_run",
+           "ablate.cli", "ablate.train.run", "ablate.evaluate.cli"]
 # Temporary folders wandb makes when it is imported, removed at exit; a run forked from the server shares them.
 SHARED_TEMPORARY = (("wandb.sdk.data_types._private", "MEDIA_TMP"),
                     ("wandb.sdk.artifacts.artifact", "Artifact._TMP_DIR"))
@@ -102,18 +107,15 @@ def _leave_shared_temporary_folders() -> None:
             atexit.unregister(folder.cleanup)
 
 
-def _child(args: list[str], log: str, env: dict[str, str], cwd: str | None) -> None:
-    """In the forked process: become ``ablate ARGS`` with the slot's environment, writing to ``log``."""
-    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    os.dup2(null, 0)
-    os.close(out)
-    os.close(null)
+def settle(env: dict[str, str]) -> None:
+    """In a process just forked from the server: the process-level state a run starts from (its slot's environment,
+    its allocator and threads, its ties to the sweep and to the server's files)."""
+    # The objects the server's imports made (some 400,000: torch, Lightning, wandb) go to the permanent generation:
+    # the run's first full collection traversed them all (0.4 s a run on the 2-core CPU: benchmarks/run_split.py)
+    # and wrote to every page holding one (copy-on-write copies of memory the runs share). They live as long as the
+    # run anyway. gc.freeze's documentation recommends it for a fork without exec.
+    gc.freeze()
     os.environ.update(env)
-    if cwd:
-        os.chdir(cwd)
     from ablate.runtime import tune_glibc_malloc
 
     _die_with(multiprocessing.parent_process())
@@ -123,6 +125,20 @@ def _child(args: list[str], log: str, env: dict[str, str], cwd: str | None) -> N
         import torch
 
         torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
+
+
+def _child(args: list[str], log: str, env: dict[str, str], cwd: str | None) -> None:
+    """In the forked process: become ``ablate ARGS`` with the slot's environment, writing to ``log``."""
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.dup2(null, 0)
+    os.close(out)
+    os.close(null)
+    settle(env)
+    if cwd:
+        os.chdir(cwd)
     sys.argv = ["ablate", *args]
     from ablate.cli import main
 

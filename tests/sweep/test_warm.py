@@ -4,6 +4,7 @@ trains (bit for bit), sees its slot's environment, and reports failures with the
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +99,58 @@ def test_a_warm_run_leaves_the_temporary_folders_of_the_servers_wandb_to_later_r
     run.start()
     run.join()
     assert run.exitcode == 0 and all(folder.is_dir() for folder in folders)
+
+
+def _settle_and_look_for(inherited: list) -> None:
+    import gc
+
+    warm.settle({})
+    os._exit(0 if not any(o is inherited for o in gc.get_objects()) and gc.get_freeze_count() > 0 else 1)
+
+
+def test_a_warm_run_leaves_the_servers_objects_out_of_its_garbage_collections():
+    """Its collections never traverse (nor write to the pages of) what the server imported before the fork."""
+    import gc
+    import multiprocessing
+
+    inherited = [[]]
+    assert any(o is inherited for o in gc.get_objects())  # tracked by the collector here, before the fork
+    run = multiprocessing.get_context("fork").Process(target=_settle_and_look_for, args=(inherited,))
+    run.start()
+    run.join()
+    assert run.exitcode == 0
+
+
+STARTS_A_WANDB_RUN = """
+import importlib, json, multiprocessing, sys
+from ablate.config import load_config
+from ablate.runs.wandb import make_wandb_logger
+from ablate.sweep import warm
+
+for module in warm.PRELOAD:
+    importlib.import_module(module)
+
+def start(conn):
+    cfg = load_config(sys.argv[1], [f"output_dir={sys.argv[2]}", "logger=wandb", "wandb.mode=offline"])
+    logger = make_wandb_logger(cfg, sys.argv[2])
+    before = set(sys.modules)
+    run = logger.experiment
+    conn.send(sorted(set(sys.modules) - before))
+    run.finish()
+
+ours, theirs = multiprocessing.Pipe()
+child = multiprocessing.get_context("fork").Process(target=start, args=(theirs,))
+child.start()
+print(json.dumps(ours.recv()))
+child.join()
+"""
+
+
+def test_a_warm_runs_wandb_run_starts_without_importing_anything(tmp_path):
+    """What wandb.init imports on first use is imported once, by the server (warm.PRELOAD), not in every run."""
+    done = subprocess.run([sys.executable, "-c", STARTS_A_WANDB_RUN, str(REPO / "configs/default.yaml"),
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, "WANDB_SILENT": "true", "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+    assert list((tmp_path / "run" / "wandb").glob("offline-run-*/*.wandb"))  # the run did start
