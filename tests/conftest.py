@@ -58,12 +58,21 @@ def pytest_configure(config) -> None:
 def pytest_collection_modifyitems(config, items) -> None:
     """Under pytest-xdist's ``--dist loadgroup`` (the README's test command), the tests of a module that share a
     module-scoped fixture (a sweep trained once for the module) run in one worker, so that it is made once; every
-    other test goes to whichever worker is free."""
+    other test goes to whichever worker is free. The tests marked ``slow`` (and their groups) are handed out first."""
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         defs = info.name2fixturedefs.values() if info is not None else ()
         if any(d.scope == "module" for fixturedefs in defs for d in fixturedefs):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the longest first, so that no worker ends the suite alone on one
+        slow = {_group(item) for item in items if item.get_closest_marker("slow")}
+        items.sort(key=lambda item: _group(item) not in slow)  # stable: a group stays whole and in order
+
+
+def _group(item) -> str:
+    """The xdist group an item is scheduled with: its ``xdist_group`` mark, else itself."""
+    mark = item.get_closest_marker("xdist_group")
+    return str(mark.args[0]) if mark and mark.args else item.nodeid
 
 
 @dataclass(frozen=True)

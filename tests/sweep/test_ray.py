@@ -20,7 +20,8 @@ import pytest
 
 from tests.sweep.conftest import plan_of, run_attempts, run_statuses, sweep_file
 
-pytestmark = pytest.mark.slow
+# One worker at a time starts a Ray cluster (under pytest-xdist): two clusters at once on 2 cores took 5 minutes.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray_cluster")]
 
 # The driver (ablate sweep) must reach the cluster on 127.0.0.1: Ray otherwise swaps a loopback address for
 # this machine's network address, which a sandbox may not route.

@@ -295,8 +295,19 @@ def test_a_bayes_dry_run_asks_for_one_point_and_shows_it_once_per_seed(tmp_path)
 # --- open-ended sweeps --------------------------------------------------------------------------------------------
 
 
+def _failures(sweep_dir: Path) -> dict[str, str]:
+    """Each run's status and, for one that did not finish, the end of its log: what a failed assertion shows."""
+    out = {}
+    for run in plan_of(sweep_dir)["runs"]:
+        folder = sweep_dir / run["run_dir"]
+        result = json.loads((folder / "result.json").read_text()) if (folder / "result.json").is_file() else {}
+        log = (folder / "train.log").read_text()[-600:] if (folder / "train.log").is_file() else ""
+        out[run["id"]] = f"{result.get('status')}: {result.get('error', '')} {log if result.get('status') != 'finished' else ''}"
+    return out
+
+
 def _open_ended(tmp_path: Path, steps: int = 10) -> Path:
-    overrides = ", ".join(TINY + [f"train.max_steps={steps}", "train.val_every=5", "trainer.enable_progress_bar=false"])
+    overrides = ", ".join(TINY + [f"train.max_steps={steps}", f"train.val_every={max(5, steps // 4)}", "trainer.enable_progress_bar=false"])
     path = tmp_path / "open.yaml"
     path.write_text(textwrap.dedent(f"""
         name: open
@@ -343,7 +354,7 @@ def test_an_open_ended_sweep_stopped_by_ctrl_c_keeps_its_runs_and_resumes(tmp_pa
     results = {r["id"]: sweep_dir / r["run_dir"] / "result.json" for r in plan}  # a run drawn but not started has none
     finished = {i: path.read_bytes() for i, path in results.items()
                 if path.is_file() and json.loads(path.read_text())["status"] == "finished"}
-    assert len(finished) >= 3 and "failed" not in run_statuses(sweep_dir)
+    assert len(finished) >= 3 and "failed" not in run_statuses(sweep_dir), _failures(sweep_dir)
     assert len(plan) > len(finished)  # runs were in flight when it was stopped
     total = len(plan) + 1
     again = _cli("sweep", str(path), "--workers", "2", "--max-runs", str(total), cwd=tmp_path)
