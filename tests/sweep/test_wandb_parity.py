@@ -302,12 +302,14 @@ def _failures(sweep_dir: Path) -> dict[str, str]:
         folder = sweep_dir / run["run_dir"]
         result = json.loads((folder / "result.json").read_text()) if (folder / "result.json").is_file() else {}
         log = (folder / "train.log").read_text()[-600:] if (folder / "train.log").is_file() else ""
-        out[run["id"]] = f"{result.get('status')}: {result.get('error', '')} {log if result.get('status') != 'finished' else ''}"
+        status = result.get("status")
+        out[run["id"]] = f"{status}: {result.get('error', '')} {log if status != 'finished' else ''}"
     return out
 
 
 def _open_ended(tmp_path: Path, steps: int = 10) -> Path:
-    overrides = ", ".join(TINY + [f"train.max_steps={steps}", f"train.val_every={max(5, steps // 4)}", "trainer.enable_progress_bar=false"])
+    overrides = ", ".join(TINY + [f"train.max_steps={steps}", f"train.val_every={max(5, steps // 4)}",
+                                  "trainer.enable_progress_bar=false"])
     path = tmp_path / "open.yaml"
     path.write_text(textwrap.dedent(f"""
         name: open
