@@ -195,9 +195,9 @@ class LoggedLossBar(TQDMProgressBar):
 
     Where stdout is not a terminal (a sweep run's ``train.log``), the training bar is drawn only when it has news: an
     epoch's first batch (benchmarks/startup.py times the first step by it), its last, and the steps the loss is logged
-    at. Lightning draws it at every batch whatever
-    tqdm's ``mininterval`` (a line a step: 500 in a quickstart run's log). It still counts every batch, so whatever
-    draws it next (a validation's end, the epoch's end) shows the batch it is at.
+    at. Lightning draws it at every batch whatever tqdm's ``mininterval`` (a line a step: 500 in a quickstart run's
+    log). It still counts every batch, so whatever draws it next (a validation's end, the epoch's end) shows the batch
+    it is at.
     """
 
     def __init__(self, every: int, every_step: bool | None = None):

@@ -20,6 +20,7 @@ from torch import nn
 from ablate.components import flex
 from ablate.components.attention import Attention
 
+
 def why_not_flex(model: nn.Module, device: torch.device) -> str | None:
     """Why ``model`` cannot train with FlexAttention on ``device``: the first reason, one line; None when it can."""
     if not hasattr(model, "mask_form"):
