@@ -76,10 +76,20 @@ def config_changes(old: DictConfig, new: DictConfig) -> list[str]:
             if flat[0].get(k) != flat[1].get(k)]
 
 
+TEMPORARY_SUFFIX = ".tmp"  # of the file write_atomic writes through: .<name>.<random>.tmp beside <name>
+
+
+def being_written(path: Path, entry: Path) -> bool:
+    """Whether ``entry`` is a temporary file :func:`write_atomic` is writing ``path`` through (renamed to ``path``
+    when it is whole)."""
+    return entry.parent == path.parent and entry.name.startswith(f".{path.name}.") and \
+        entry.name.endswith(TEMPORARY_SUFFIX)
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)

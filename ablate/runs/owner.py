@@ -26,7 +26,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ablate.errors import ConfigError
-from ablate.runs.files import PROGRESS_FILE, STOP_FILE, write_json
+from ablate.runs.files import PROGRESS_FILE, STOP_FILE, being_written, write_json
 
 MARKER = ".ablate"
 KINDS = ("run", "sweep", "report")
@@ -101,12 +101,6 @@ def _legacy_identity(folder: Path) -> dict[str, Any] | None:
     return {"name": name} if isinstance(name, str) else None
 
 
-def _marker_being_written(entry: Path) -> bool:
-    """Whether ``entry`` is the temporary file :func:`mark` writes the marker through (``write_atomic``'s), so that
-    a second launcher that looks while the first is claiming the folder sees a new folder, not a foreign one."""
-    return entry.name.startswith(f".{MARKER}.") and entry.name.endswith(".tmp")
-
-
 def _describe(owner: Owner | None) -> str:
     return f"a {owner.kind} folder" if owner else "a folder of files ablate did not write"
 
@@ -146,8 +140,8 @@ def check_folder(path: Path, kind: str, identity: dict[str, Any] | None, *, key:
             raise _refuse(key, path, f"{what}, not a folder inside the run folder {parent}", source)
     if path.is_dir() and not os.access(path, os.W_OK):
         raise _refuse(key, path, "a folder ablate can write in (this one is read-only)", source)
-    if not path.is_dir() or all(_marker_being_written(entry) for entry in path.iterdir()):
-        return  # new, or a folder another launcher is claiming this instant (its marker not yet in place)
+    if not path.is_dir() or all(being_written(path / MARKER, entry) for entry in path.iterdir()):
+        return  # new, or a folder another launcher is claiming this instant (its marker half written by mark)
     owner = owner_of(path)
     if owner is None or owner.kind != kind:
         raise _refuse(key, path, f"{what} (this is {_describe(owner)}: ablate writes only into a new folder or one "
