@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+
+from ablate.registry import CONTEXT
 
 
 def dims(model_cfg: DictConfig) -> dict[str, Any]:
@@ -24,3 +26,12 @@ def dims(model_cfg: DictConfig) -> dict[str, Any]:
 def layer_counts(model_cfg: DictConfig) -> tuple[int, int]:
     """(encoder layers, decoder layers): ``n_encoder_layers`` / ``n_decoder_layers``, else ``n_layers``."""
     return model_cfg.n_encoder_layers or model_cfg.n_layers, model_cfg.n_decoder_layers or model_cfg.n_layers
+
+
+def context(cfg: DictConfig) -> dict[str, Any]:
+    """What the assembler can pass to a factory, by :data:`ablate.registry.CONTEXT` name: each name's config key read
+    from ``cfg`` (a section's name, ``data.``, gets the section), with the dimensions resolved (d_k, d_v, the layer
+    counts). Build-time names (``stack``, ``layer``, ``cross``, ``decoder_only``) are the builder's to add."""
+    out = {name: OmegaConf.select(cfg, key.rstrip(".")) for name, key in CONTEXT.items() if key}
+    n_encoder, n_decoder = layer_counts(cfg.model)
+    return {**out, **dims(cfg.model), "n_encoder_layers": n_encoder, "n_decoder_layers": n_decoder}

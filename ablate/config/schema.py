@@ -9,9 +9,43 @@ declared in user code is configured like a built-in one.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
+
+
+@dataclass(frozen=True)
+class Range:
+    """What a numeric key accepts beyond its type. :func:`ablate.config.validate.validate` checks every key whose
+    field carries one (``metadata["range"]``), and ``allowed`` is the error's "expected ..." in words."""
+
+    allowed: str
+    ok: Callable[[Any], bool]
+    optional: bool = False  # null is accepted too
+
+    def accepts(self, value: Any) -> bool:
+        if value is None:
+            return self.optional
+        return math.isfinite(value) and self.ok(value)
+
+
+def positive(upper: int, *, optional: bool = False) -> Range:
+    """A positive integer up to ``upper``: past it a run cannot be built or finished on any machine (a typo's extra
+    zeros, ``model.n_layers=10000000`` building layers until killed), far past the largest models and runs in the
+    papers."""
+    return Range(f"a positive integer up to {upper:,}", lambda v: 0 < v <= upper, optional)
+
+
+FRACTION = Range("a number in [0, 1)", lambda v: 0.0 <= v < 1.0)
+COUNT = Range("a positive integer", lambda v: v >= 1)
+NON_NEGATIVE = Range("a non-negative integer", lambda v: v >= 0)
+SEED = Range("an integer in [0, 2**32): what numpy and torch accept as a seed", lambda v: 0 <= v < 2**32)
+
+
+def key(default: Any, range: Range) -> Any:
+    """A schema field with its range: the key's type is its annotation, its range is here, checked in one place."""
+    return field(default=default, metadata={"range": range})
 
 
 class Arch(str, Enum):
@@ -45,16 +79,16 @@ class ModelConfig:
     """The architecture (section 3). Each kind adds ``<kind>: <variant>`` and ``<kind>_args`` here."""
 
     arch: Arch = Arch.encoder_decoder
-    n_layers: int = 6  # N, for both stacks unless one is set below
-    n_encoder_layers: Optional[int] = None
-    n_decoder_layers: Optional[int] = None
-    d_model: int = 512
-    n_heads: int = 8  # h
-    d_k: Optional[int] = None  # default d_model / h
-    d_v: Optional[int] = None  # default d_model / h
-    d_ff: int = 2048
-    dropout: float = 0.1  # P_drop: embedding sums and every sub-layer output
-    attention_dropout: float = 0.0  # on attention weights; the paper has none
+    n_layers: int = key(6, positive(1_000))  # N, for both stacks unless one is set below
+    n_encoder_layers: Optional[int] = key(None, positive(1_000, optional=True))
+    n_decoder_layers: Optional[int] = key(None, positive(1_000, optional=True))
+    d_model: int = key(512, positive(65_536))
+    n_heads: int = key(8, positive(4_096))  # h
+    d_k: Optional[int] = key(None, positive(65_536, optional=True))  # default d_model / h
+    d_v: Optional[int] = key(None, positive(65_536, optional=True))  # default d_model / h
+    d_ff: int = key(2048, positive(1 << 20))
+    dropout: float = key(0.1, FRACTION)  # P_drop: embedding sums and every sub-layer output
+    attention_dropout: float = key(0.0, FRACTION)  # on attention weights; the paper has none
 
 
 @dataclass
@@ -64,16 +98,17 @@ class DataConfig:
     path: Optional[str] = None  # local folder / file, or a Hugging Face Hub dataset name
     src_lang: str = "en"
     tgt_lang: str = "de"
-    vocab_size: int = 32
+    vocab_size: int = key(32, positive(1 << 22))
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
-    batch_size: int = 64  # sequences per batch, for tasks that batch by count
-    max_tokens: int = 4096  # tokens per batch (source or target, padding included)
+    batch_size: int = key(64, positive(1 << 24))  # sequences per batch, for tasks that batch by count
+    max_tokens: int = key(4096, positive(1 << 30))  # tokens per batch (source or target, padding included)
     length_bucket: Optional[int] = None  # static shapes: pad training batches to multiples of this (off: paper's)
-    max_len: int = 256  # length filter (tokens) for training pairs; block size for LMs
-    limit_train: Optional[int] = None  # use only the first N training examples
-    limit_val: Optional[int] = None
+    max_len: int = key(256, positive(1 << 20))  # length filter (tokens) for training pairs; block size for LMs
+    # use only the first N training examples
+    limit_train: Optional[int] = key(None, positive(1 << 40, optional=True))
+    limit_val: Optional[int] = key(None, positive(1 << 40, optional=True))
     cache_dir: Optional[str] = None  # tokenizer cache; default ~/.cache/ablate
     num_workers: int = 0
 
@@ -82,18 +117,23 @@ class DataConfig:
 class TrainConfig:
     """Optimisation (section 5.3, 5.4). ``schedule`` and ``schedule_args`` are added by the kind."""
 
-    max_steps: int = 100_000
-    label_smoothing: float = 0.1  # eps_ls
-    lr: Optional[float] = None  # the peak lr; unset: noam's paper formula, 1e-3 for cosine and constant
+    max_steps: int = key(100_000, positive(1_000_000_000))
+    label_smoothing: float = key(0.1, FRACTION)  # eps_ls
+    # the peak lr; unset: noam's paper formula, 1e-3 for cosine and constant
+    lr: Optional[float] = key(None, Range("a positive, finite learning rate or null", lambda v: v > 0, optional=True))
     betas: List[float] = field(default_factory=lambda: [0.9, 0.98])
-    eps: float = 1e-9
-    weight_decay: float = 0.0
-    grad_clip: Optional[float] = None  # clip the global gradient norm to this value
-    val_every: int = 1000  # validate (and checkpoint) every N optimiser steps
-    keep_checkpoints: int = 0  # also keep the weights of the last k step checkpoints, for averaging (paper: 5)
-    checkpoint_every: Optional[int] = None  # steps between those checkpoints (None: val_every)
+    eps: float = key(1e-9, Range("a positive, finite epsilon", lambda v: v > 0))
+    weight_decay: float = key(0.0, Range("a non-negative, finite weight decay", lambda v: v >= 0))
+    # clip the global gradient norm to this value
+    grad_clip: Optional[float] = key(None, Range("a positive, finite number or null", lambda v: v > 0, optional=True))
+    val_every: int = key(1000, positive(1_000_000_000))  # validate (and checkpoint) every N optimiser steps
+    # also keep the weights of the last k step checkpoints, for averaging (paper: 5)
+    keep_checkpoints: int = key(0, NON_NEGATIVE)
+    # steps between those checkpoints (null: val_every)
+    checkpoint_every: Optional[int] = key(None, Range("a positive integer, or null for val_every", lambda v: v >= 1,
+                                                      optional=True))
     val_bleu: bool = True  # translation tasks: greedy-decode the validation split at each validation, log val/bleu
-    log_every: int = 50
+    log_every: int = key(50, positive(1_000_000_000))
 
 
 @dataclass
@@ -105,9 +145,11 @@ class TrainerConfig:
     devices: Any = "auto"
     strategy: str = "auto"
     precision: str = "32-true"
-    accumulate_grad_batches: int = 1
-    limit_val_batches: Optional[float] = None
-    num_sanity_val_steps: int = 0
+    accumulate_grad_batches: int = key(1, COUNT)
+    limit_val_batches: Optional[float] = key(None, Range(
+        "a fraction in (0, 1], a whole number of batches, or null (every batch)",
+        lambda v: 0 < v <= 1 or (v > 1 and float(v).is_integer()), optional=True))
+    num_sanity_val_steps: int = key(0, Range("-1 (all) or more", lambda v: v >= -1))
     deterministic: bool = False
     enable_progress_bar: bool = True
     compile: bool = False  # torch.compile the model's training forward (benchmarks/gpu.py measures what it gains)
@@ -137,7 +179,7 @@ class RunConfig:
     """One training run: everything ``ablate train`` needs."""
 
     name: str = "run"
-    seed: int = 0
+    seed: int = key(0, SEED)
     output_dir: Optional[str] = None  # default runs/<name>/<time>-<hash>
     imports: List[str] = field(default_factory=list)  # modules that register components
     logger: Logger = Logger.wandb  # every run logs to W&B; offline files when no API key is configured

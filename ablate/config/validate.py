@@ -1,46 +1,24 @@
-"""Checks that need more than the schema's types: sizes, ranges, combinations, registry names."""
+"""Checks that need more than the schema's types: each key's range (declared beside its type in the schema), then
+combinations, registry names and Lightning's own arguments."""
 
 from __future__ import annotations
 
-import math
-from typing import Callable
+import dataclasses
 
 from omegaconf import DictConfig, OmegaConf
 
 from ablate import registry
+from ablate.config.schema import RunConfig
 from ablate.errors import ConfigError, check_name
 
 
-# Upper bounds on sizes, counts and steps: past them a run cannot be built or finished on any machine (a typo's extra
-# zeros, `model.n_layers=10000000` building layers until killed), far past the largest models and runs in the papers.
-MAX_SIZE = {
-    "model.n_layers": 1_000, "model.n_encoder_layers": 1_000, "model.n_decoder_layers": 1_000,  # DeepNet: 1,000
-    "model.d_model": 65_536, "model.n_heads": 4_096, "model.d_k": 65_536, "model.d_v": 65_536, "model.d_ff": 1 << 20,
-    "data.vocab_size": 1 << 22, "data.batch_size": 1 << 24, "data.max_tokens": 1 << 30, "data.max_len": 1 << 20,
-    "data.limit_train": 1 << 40, "data.limit_val": 1 << 40,
-    "train.max_steps": 1_000_000_000, "train.val_every": 1_000_000_000, "train.log_every": 1_000_000_000,
-}
-
-
-def _positive(cfg: DictConfig, key: str) -> None:
-    value = OmegaConf.select(cfg, key)
-    if value is not None and not 0 < value <= MAX_SIZE[key]:
-        raise ConfigError(key, value, f"a positive integer up to {MAX_SIZE[key]:,}")
-
-
-def _fraction(cfg: DictConfig, key: str) -> None:
-    value = OmegaConf.select(cfg, key)
-    if not 0.0 <= value < 1.0:
-        raise ConfigError(key, value, "a number in [0, 1)")
-
-
-def _number(cfg: DictConfig, key: str, allowed: str, ok: Callable[[float], bool], *, optional: bool = False) -> None:
-    """A finite number that ``ok`` accepts (None too, when ``optional``)."""
-    value = OmegaConf.select(cfg, key)
-    if value is None and optional:
-        return
-    if value is None or not math.isfinite(value) or not ok(value):
-        raise ConfigError(key, value, allowed + (" or null" if optional else ""))
+def _ranges(schema: type, node: DictConfig, prefix: str = "") -> None:
+    """Check every key whose schema field declares a :class:`~ablate.config.schema.Range`, section by section."""
+    for f in dataclasses.fields(schema):
+        if dataclasses.is_dataclass(f.default_factory):  # a section: RunConfig.model -> ModelConfig
+            _ranges(f.default_factory, node[f.name], f"{prefix}{f.name}.")
+        elif (rng := f.metadata.get("range")) is not None and not rng.accepts(node[f.name]):
+            raise ConfigError(f"{prefix}{f.name}", node[f.name], rng.allowed)
 
 
 def validate(cfg: DictConfig) -> None:
@@ -50,16 +28,8 @@ def validate(cfg: DictConfig) -> None:
         ConfigError: with the dotted key, the value and what is allowed.
     """
     check_name(cfg.name, "name")
+    _ranges(RunConfig, cfg)
     m = cfg.model
-    for key in ("n_layers", "n_encoder_layers", "n_decoder_layers", "d_model", "n_heads", "d_k", "d_v", "d_ff"):
-        _positive(cfg, f"model.{key}")
-    for key in ("vocab_size", "batch_size", "max_tokens", "max_len", "limit_train", "limit_val"):
-        _positive(cfg, f"data.{key}")
-    for key in ("max_steps", "val_every", "log_every"):
-        _positive(cfg, f"train.{key}")
-    _fraction(cfg, "model.dropout")
-    _fraction(cfg, "model.attention_dropout")
-    _fraction(cfg, "train.label_smoothing")
     for key in ("d_k", "d_v"):
         if m[key] is None and m.d_model % m.n_heads != 0:
             raise ConfigError(
@@ -75,27 +45,6 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("data.pad_id", cfg.data.pad_id, "pad, bos and eos ids that differ from each other")
     if len(cfg.train.betas) != 2 or not all(0.0 <= b < 1.0 for b in cfg.train.betas):
         raise ConfigError("train.betas", list(cfg.train.betas), "two numbers in [0, 1)")
-    if cfg.train.keep_checkpoints < 0:
-        raise ConfigError("train.keep_checkpoints", cfg.train.keep_checkpoints, "a non-negative integer")
-    if cfg.train.checkpoint_every is not None and cfg.train.checkpoint_every < 1:
-        raise ConfigError("train.checkpoint_every", cfg.train.checkpoint_every,
-                          "a positive integer, or null for val_every")
-    _number(cfg, "train.grad_clip", "a positive, finite number", lambda v: v > 0, optional=True)
-    _number(cfg, "train.lr", "a positive, finite learning rate", lambda v: v > 0,
-            optional=True)
-    _number(cfg, "train.eps", "a positive, finite epsilon", lambda v: v > 0)
-    _number(cfg, "train.weight_decay", "a non-negative, finite weight decay", lambda v: v >= 0)
-    if not 0 <= cfg.seed < 2**32:
-        raise ConfigError("seed", cfg.seed, "an integer in [0, 2**32): what numpy and torch accept as a seed")
-    if cfg.trainer.accumulate_grad_batches < 1:
-        raise ConfigError("trainer.accumulate_grad_batches", cfg.trainer.accumulate_grad_batches, "a positive integer")
-    limit = cfg.trainer.limit_val_batches
-    if limit is not None and not (math.isfinite(limit)
-                                  and (0 < limit <= 1 or (limit > 1 and float(limit).is_integer()))):
-        raise ConfigError("trainer.limit_val_batches", limit, "a fraction in (0, 1], a whole number of batches, or "
-                          "null (every batch)")
-    if cfg.trainer.num_sanity_val_steps < -1:
-        raise ConfigError("trainer.num_sanity_val_steps", cfg.trainer.num_sanity_val_steps, "-1 (all) or more")
     if cfg.trainer.extra:
         _check_trainer_extra(OmegaConf.to_container(cfg.trainer.extra))
     for kind in registry.kinds().values():  # every declared kind, built-in or the user's

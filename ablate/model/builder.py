@@ -15,7 +15,7 @@ from torch import nn
 
 import ablate.components  # noqa: F401  (registers the built-in components)
 from ablate import registry
-from ablate.config.dims import dims, layer_counts
+from ablate.config.dims import context, layer_counts
 from ablate.config.schema import Arch
 from ablate.model.embedding import InputLayer
 from ablate.components.positional import Positional
@@ -28,11 +28,7 @@ class Parts:
 
     def __init__(self, cfg: DictConfig):
         self.cfg = cfg
-        m = cfg.model
-        n_enc, n_dec = layer_counts(m)
-        self.context = {**dims(m), "attention_dropout": m.attention_dropout, "vocab_size": cfg.data.vocab_size,
-                        "pad_id": cfg.data.pad_id, "n_encoder_layers": n_enc, "n_decoder_layers": n_dec,
-                        "decoder_only": m.arch == Arch.decoder_only}
+        self.context = {**context(cfg), "decoder_only": cfg.model.arch == Arch.decoder_only}
 
     def make(self, kind: str, **extra: Any) -> Any:
         """The configured variant of ``kind``, with ``extra`` context (stack, cross, positional)."""

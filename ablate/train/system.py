@@ -12,6 +12,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from torchmetrics.aggregation import MeanMetric
 
 from ablate import registry
+from ablate.config.dims import context
 from ablate.components.auxiliary import by_name, collect_aux_losses, weighted_total
 from ablate.model import build_model, count_parameters
 from ablate.train.loss import projected_loss, supports_projected_loss
@@ -174,5 +175,4 @@ def build_schedule(cfg: DictConfig) -> Callable[[int], float]:
         ConfigError: the schedule refuses its arguments (checked before a run writes anything, by preflight).
     """
     t = cfg.train
-    context = {"d_model": cfg.model.d_model, "lr": t.lr, "max_steps": t.max_steps}
-    return registry.create("schedule", t.schedule, context, OmegaConf.to_container(t.schedule_args))
+    return registry.create("schedule", t.schedule, context(cfg), OmegaConf.to_container(t.schedule_args))

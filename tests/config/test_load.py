@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 
 import pytest
@@ -100,12 +102,46 @@ def test_component_args_given_whole_replace_and_dotted_ones_merge(tmp_path):
     assert dict(ablate.load_config(tmp_path / "child.yaml").train.schedule_args) == {"warmup": 5, "min_ratio": 0.1}
 
 
-# Issue 27, cause 4: every size, count and step a config sets has an upper bound, refused past it in one line (a typo's
-# extra zeros used to build layers until killed).
-@pytest.mark.parametrize("key", sorted(__import__("ablate.config.validate", fromlist=["MAX_SIZE"]).MAX_SIZE))
-def test_every_size_count_and_step_is_bounded(key):
-    from ablate.config.validate import MAX_SIZE
+def _ranged_keys(schema: type = None, prefix: str = "") -> dict[str, object]:
+    """Every key whose schema field declares a range, with it (walked here, apart from validate's own walk)."""
+    import dataclasses
 
-    with pytest.raises(ConfigError, match=rf"{key}={MAX_SIZE[key] + 1} is not allowed; expected a positive integer up "
-                                          rf"to {MAX_SIZE[key]:,}"):
-        ablate.load_config(None, [f"{key}={MAX_SIZE[key] + 1}"])
+    from ablate.config.schema import RunConfig
+
+    out = {}
+    for f in dataclasses.fields(schema or RunConfig):
+        if dataclasses.is_dataclass(f.default_factory):
+            out.update(_ranged_keys(f.default_factory, f"{prefix}{f.name}."))
+        elif "range" in f.metadata:
+            out[f"{prefix}{f.name}"] = f.metadata["range"]
+    return out
+
+
+SIZES = {key: int(rng.allowed.rsplit(" ", 1)[1].replace(",", "")) for key, rng in _ranged_keys().items()
+         if rng.allowed.startswith("a positive integer up to")}
+
+
+# Every size, count and step a config sets has an upper bound, refused past it in one line (a typo's extra zeros used to
+# build layers until killed).
+@pytest.mark.parametrize("key", sorted(SIZES))
+def test_every_size_count_and_step_is_bounded(key):
+    with pytest.raises(ConfigError, match=rf"{key}={SIZES[key] + 1} is not allowed; expected a positive integer up "
+                                          rf"to {SIZES[key]:,}"):
+        ablate.load_config(None, [f"{key}={SIZES[key] + 1}"])
+    assert _ranged_keys()[key].accepts(SIZES[key]) and not _ranged_keys()[key].accepts(0)
+
+
+def test_the_sizes_bounded_are_every_model_data_and_step_count():
+    assert set(SIZES) == {
+        "model.n_layers", "model.n_encoder_layers", "model.n_decoder_layers", "model.d_model", "model.n_heads",
+        "model.d_k", "model.d_v", "model.d_ff", "data.vocab_size", "data.batch_size", "data.max_tokens",
+        "data.max_len", "data.limit_train", "data.limit_val", "train.max_steps", "train.val_every", "train.log_every"}
+
+
+@pytest.mark.parametrize("key", sorted(_ranged_keys()))
+def test_every_ranged_key_refuses_a_value_outside_its_range_in_one_line(key):
+    rng = _ranged_keys()[key]
+    bad = next(v for v in (0, -2, 1.5, 2**32, 2**41, math.inf) if not rng.accepts(v))
+    with pytest.raises(ConfigError, match=rf"^command line: {re.escape(key)}=.* is not allowed; expected "
+                                          rf"{re.escape(rng.allowed)}$"):
+        ablate.load_config(None, [f"{key}={bad}"])
