@@ -24,7 +24,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 import ablate.components  # noqa: F401  (declares the built-in kinds and registers their variants)
 import ablate.data  # noqa: F401  (registers the built-in tasks)
-from ablate.config.reads import check_reads
+from ablate.config.reads import check_reads, flatten, keys_and_parents
 from ablate.config.schema import run_schema
 from ablate.config.validate import validate
 from ablate.errors import ConfigError, UnknownKey
@@ -83,10 +83,11 @@ def load_config(
         import_modules(dict.fromkeys([*(m for m, _ in named), *map(str, imports)]))
     except ConfigError as err:
         raise err.at(dict(named).get(str(err.value), COMMAND_LINE)) from None
-    steps = [(str(file), data, [k for k in _flat_keys(data) if k.endswith("_args")]) for file, data in files]
+    steps = [(str(file), data, [k for k in keys_and_parents(data or {}) if k.endswith("_args")])
+             for file, data in files]
     steps += [(source, data, [i.split("=", 1)[0] for i in dotlist if i.split("=", 1)[0].endswith("_args")])
               for source, data, dotlist in parsed]
-    sources = {key: source for source, data, _ in steps for key in _flat_keys(data)}
+    sources = {key: source for source, data, _ in steps for key in keys_and_parents(data or {})}
     try:  # the plain data merged in Python, then once into the schema: fast
         cfg = OmegaConf.merge(run_schema(), _combine(steps))
     except OmegaConfBaseException:  # merge step by step, to name the file or layer at fault
@@ -104,7 +105,7 @@ def load_config(
         raise err.at(_source_of(err.key, sources)) from None
     _fill_component_defaults(cfg)
     check_reads(cfg, [(key, OmegaConf.select(cfg, key), source) for source, data, _ in parsed if source != INTERNAL
-                      for key in _leaf_keys(data)])
+                      for key in flatten(data or {})])
     OmegaConf.set_readonly(cfg, True)
     return cfg
 
@@ -134,7 +135,7 @@ def _resolve(cfg: DictConfig, sources: dict[str, str]) -> None:
         ConfigError: an interpolation that reads the environment or does not resolve.
     """
     raw = OmegaConf.to_container(cfg, resolve=False)
-    for key, value in _flat_items(raw):
+    for key, value in flatten(raw, into_lists=True).items():
         if isinstance(value, str) and ENVIRONMENT.search(value):
             raise ConfigError(key, value, "a value written out: configs do not read environment variables (the "
                               "resolved config is copied into the run directory, checkpoints and W&B)",
@@ -143,18 +144,9 @@ def _resolve(cfg: DictConfig, sources: dict[str, str]) -> None:
         OmegaConf.resolve(cfg)
     except OmegaConfBaseException as exc:
         key = str(getattr(exc, "full_key", "") or "?")
-        value = dict(_flat_items(raw)).get(key, "?")
+        value = flatten(raw, into_lists=True).get(key, "?")
         raise ConfigError(key, value, f"an interpolation that resolves ({str(exc).strip().splitlines()[0]})",
                           _source_of(key, sources)) from None
-
-
-def _flat_items(data: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """(dotted key, value) of every leaf of plain nested dicts and lists."""
-    if isinstance(data, dict):
-        return [kv for k, v in data.items() for kv in _flat_items(v, f"{prefix}{k}.")]
-    if isinstance(data, list):
-        return [kv for i, v in enumerate(data) for kv in _flat_items(v, f"{prefix}{i}.")]
-    return [(prefix[:-1], data)]
 
 
 def _combine(steps: list[tuple[str, Any, list[str]]]) -> dict[str, Any]:
@@ -173,13 +165,6 @@ def _deep_update(target: dict[str, Any], data: Any, whole: set[str], prefix: str
             _deep_update(target[key], value, whole, f"{path}.")
         else:
             target[key] = copy.deepcopy(value)
-
-
-def _leaf_keys(data: Any, prefix: str = "") -> list[str]:
-    """The dotted keys of the values in ``data`` (a mapping's own key when it is empty)."""
-    if not isinstance(data, dict) or not data:
-        return [prefix] if prefix else []
-    return [k for key, value in data.items() for k in _leaf_keys(value, f"{prefix}.{key}" if prefix else str(key))]
 
 
 def _fill_component_defaults(cfg: DictConfig) -> None:
@@ -239,7 +224,7 @@ def _merge(cfg: DictConfig, data: Any, source: str, sources: dict[str, str], who
         raise _unknown_key(cfg, exc.full_key or str(exc.key)).at(source) from None
     except OmegaConfBaseException as exc:
         raise ConfigError(exc.full_key or "<root>", exc.value, _allowed(exc), source) from None
-    for key in _flat_keys(data):
+    for key in keys_and_parents(data or {}):
         sources[key] = source
     return merged
 
@@ -279,16 +264,7 @@ def _unknown_key(cfg: DictConfig, full_key: str) -> ConfigError:
 
 def _schema_keys(cfg: DictConfig) -> list[str]:
     """Every dotted key of the schema (not inside a component's ``*_args``), in order."""
-    return [k for k in _flat_keys(OmegaConf.to_container(cfg, enum_to_str=True)) if "_args." not in k]
-
-
-def _flat_keys(data: Any, prefix: str = "") -> list[str]:
-    if not isinstance(data, dict):
-        return [prefix] if prefix else []
-    keys = [prefix] if prefix else []
-    for k, v in data.items():
-        keys += _flat_keys(v, f"{prefix}.{k}" if prefix else str(k))
-    return keys
+    return [k for k in keys_and_parents(OmegaConf.to_container(cfg, enum_to_str=True)) if "_args." not in k]
 
 
 def _source_of(key: str, sources: dict[str, str]) -> str:

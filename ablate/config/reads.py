@@ -98,13 +98,25 @@ def effective(cfg: DictConfig) -> dict[str, Any]:
     return {k: v for k, v in flat.items() if unread_reason(cfg, k) is None}
 
 
-def flatten(node: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(node: dict[str, Any], prefix: str = "", *, into_lists: bool = False) -> dict[str, Any]:
     """A nested config as dotted keys (``{"model": {"d_model": 512}}`` -> ``{"model.d_model": 512}``); an empty
-    mapping stays a value of its own key."""
+    mapping stays a value of its own key; ``into_lists``: a list's items too (``train.betas.0``), else a list is a
+    value."""
     out: dict[str, Any] = {}
-    for key, value in node.items():
-        if isinstance(value, dict) and value:
-            out.update(flatten(value, f"{prefix}{key}."))
+    items = enumerate(node) if isinstance(node, list) else node.items()
+    for key, value in items:
+        if (isinstance(value, dict) and value) or (into_lists and isinstance(value, list)):
+            out.update(flatten(value, f"{prefix}{key}.", into_lists=into_lists))
         else:
             out[f"{prefix}{key}"] = value
     return out
+
+
+def keys_and_parents(node: dict[str, Any]) -> list[str]:
+    """Every dotted key of a nested config, each mapping's own key before its children's (``model``,
+    ``model.d_model``, ...)."""
+    out: dict[str, None] = {}
+    for key in flatten(node):
+        parts = key.split(".")
+        out.update(dict.fromkeys(".".join(parts[:i]) for i in range(1, len(parts) + 1)))
+    return list(out)
