@@ -1,4 +1,5 @@
-"""The README's promises: its test command is what CI runs, and its custom-component example works."""
+"""The README's promises and the docs' figures: its test command is what CI runs, its custom-component example works,
+and the lists and figures it and docs/*.md state are the code's."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
+COMPONENTS = (REPO / "docs" / "components.md").read_text()  # the faithful-vs-variant table
+PERFORMANCE = (REPO / "docs" / "performance.md").read_text()  # the quickstart's fresh-clone runs
 
 
 def _block_after(label: str) -> str:
@@ -52,8 +55,8 @@ def test_readme_user_attention_and_score_bias_positional_work_from_yaml(tmp_path
 
 
 def _variant_rows() -> dict[str, set[str]]:
-    """The README's faithful-vs-variant table: key -> the variant names listed for it."""
-    section = README[README.index("## What is faithful"):README.index("## Configs")]
+    """docs/components.md's faithful-vs-variant table: key -> the variant names listed for it."""
+    section = COMPONENTS[COMPONENTS.index("## What is faithful"):COMPONENTS.index("## Conventions")]
     rows: dict[str, set[str]] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]  # "\|" is a pipe in a cell
@@ -77,7 +80,8 @@ def test_the_faithful_vs_variant_table_lists_every_registered_variant_with_a_cit
 
 
 def test_the_variant_table_is_what_ablate_components_markdown_prints(capsys):
-    """The README's rows are the registry's, word for word: a description edited in code is edited here too."""
+    """docs/components.md's rows are the registry's, word for word: a description edited in code is edited there
+    too."""
     from ablate.cli import main
 
     assert main(["components", "--markdown"]) == 0
@@ -86,7 +90,7 @@ def test_the_variant_table_is_what_ablate_components_markdown_prints(capsys):
     own = {e.name for k in registry.kinds() for e in registry.entries(k) if not e.module.startswith("ablate.")}
     rows = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("| `data.")
             and not any(f"| `{name}`" in line for name in own)]  # variants other tests registered
-    missing = [row for row in rows if row not in README]
+    missing = [row for row in rows if row not in COMPONENTS]
     assert not missing, missing[:3]
 
 
@@ -100,15 +104,47 @@ def test_the_components_mask_comment_lists_every_built_in_mask_with_its_paramete
 
 
 def test_the_quickstart_s_run_counts_and_minutes_are_the_readme_s_and_within_its_design():
-    """The quickstart file quotes the README's fresh-clone runs (23 on AVX2, 32 in bf16) and minutes; both counts lie
-    between the runs its sequential design starts with and the most it may train."""
+    """The quickstart file quotes the README's minutes and the fresh-clone runs docs/performance.md lists (23 on AVX2,
+    32 in bf16); both counts lie between the runs its sequential design starts with and the most it may train."""
     from ablate.sweep import load_sweep
 
     text = (REPO / "experiments" / "quickstart.yaml").read_text()
     minutes, (low, high) = re.search(r"About (\d+ to \d+) minutes", text).group(1), map(int, re.search(
         r"\((\d+) to (\d+) runs", text).groups())
     assert f"About {minutes} minutes on this project's 2-core CPU" in README
-    assert f"({low} runs, " in README and f"; {high} runs." in README
+    assert f"({low} runs, " in PERFORMANCE and f"; {high} runs." in PERFORMANCE
     sweep = load_sweep(REPO / "experiments" / "quickstart.yaml")
     rows, seeds = len(sweep.rows), len(sweep.seeds)
     assert rows * seeds <= low <= high <= sweep.decide.most_runs(rows)
+
+
+def test_the_readme_lists_every_built_in_kind_in_declaration_order():
+    from ablate import registry
+
+    (listed,) = re.findall(r"registered component of a declared kind: (.*?)\n\(`ablate components`", README, flags=re.S)
+    names = re.findall(r"`(\w+)`", listed)
+    builtin = [k.name for k in registry.kinds().values()
+               if any(e.module.startswith("ablate.") for e in registry.entries(k.name))]  # not other tests' own kinds
+    assert names == builtin
+
+
+def _anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_relative_link_in_the_readme_and_docs_reaches_a_file_and_its_heading():
+    pages = [REPO / "README.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)  # code blocks hold no links
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if "://" in target:
+                continue
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            if not file.exists():
+                broken.append(f"{page.name}: {target}")
+            elif anchor and anchor not in {_anchor(h) for h in re.findall(r"^#+ (.*)$", file.read_text(), flags=re.M)}:
+                broken.append(f"{page.name}: {target} (no such heading)")
+    assert not broken, broken
