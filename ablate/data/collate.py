@@ -70,11 +70,6 @@ class Seq2SeqCollator:
         return out
 
 
-def target_tokens(batch: dict[str, torch.Tensor], pad_id: int) -> int:
-    """Number of real (non-pad) target tokens in a batch: the unit of tokens/s."""
-    return int((batch["labels"] != pad_id).sum())
-
-
 def stack_lm(examples: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     """Equal-length language-model blocks -> ``{"ids": (B, T), "labels": (B, T)}``."""
     return {key: torch.stack([e[key] for e in examples]) for key in ("ids", "labels")}

@@ -10,9 +10,6 @@ from ablate.report.records import (EFFECT_COLUMNS, effect_records, run_columns, 
 from ablate.report.render import format_markdown
 from ablate.runs.files import write_atomic
 
-FILES = ("table.md", "table.csv", "runs.csv", "report.html")
-
-
 def write_report(report: Report, out_dir: Path) -> dict[str, Path]:
     """Write every format of the report into ``out_dir``, each file atomically.
 

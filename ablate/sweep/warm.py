@@ -32,11 +32,11 @@ import types
 from collections.abc import Iterator
 from pathlib import Path
 
-# wandb too: every run that logs to W&B (the default) imported it again, 1.3 s a run on the 2-core CPU (pydantic
-# building its settings' schemas), against once per sweep here (benchmarks/run_split.py). And what wandb.init imports
-# on first use (wandb 0.31): its launch inputs (wandb.apis.public's pydantic models: half of wandb.init's 0.76 s a
-# run), requests, and the module WandbLogger imports Run from; tests/sweep/test_warm.py checks that a run's W&B run
-# starts without importing anything.
+# wandb too: a run that logs to W&B (the default) would import it again, seconds of pydantic building its settings'
+# schemas, against once per sweep here (benchmarks/run_split.py splits a run's time). And what wandb.init imports on
+# first use: its launch inputs (wandb.apis.public's pydantic models), requests, and the module WandbLogger imports Run
+# from; tests/sweep/test_warm.py checks that a run's W&B run starts without importing anything, so a wandb release
+# that imports something else on first use is caught there.
 PRELOAD = ["torch", "pytorch_lightning", "wandb", "wandb.sdk.launch.inputs.internal", "requests", "wandb.wandb_run",
            "ablate.cli", "ablate.train.run", "ablate.evaluate.cli"]
 # Temporary folders wandb makes when it is imported, removed at exit; a run forked from the server shares them.

@@ -3,16 +3,13 @@ to pay, fp32 elsewhere.
 
 Natively: a CUDA GPU from Ampere on, or a CPU with the AVX512-BF16 or AMX instructions (oneDNN's own
 ``is_mkldnn_bf16_supported`` also says yes for plain AVX-512, where it emulates bf16, so ablate asks for the
-instructions). On an AVX2-only CPU bf16 is emulated and was 7-18x slower than fp32, so auto stays fp32 there.
+instructions). On an AVX2-only CPU bf16 is emulated, several times slower than fp32, so auto stays fp32 there.
 
 Wide enough (CPU): autocast casts the weights and activations around every matmul, a cost that grows with
 d_model while the matmul's grows with d_model squared, so bf16 pays only above a width. ``benchmarks/precision.py``
-(one thread, AVX512-BF16 CPU, 2026-11-26, ablate's step on configs/default.yaml at each width, fp32 and bf16
-interleaved; fp32 ms / bf16 ms, paired median of 3 rounds of 20 steps, on the default task's 64-sentence batches /
-on ~1024-token batches): d_model 64 0.46 / 0.52, 96 0.45 / 0.60, 128 0.66 / 0.66, 192 0.83 / 1.11, 256 1.28 / 1.21.
-bf16 pays on both from 256 up: ``BF16_MIN_D_MODEL``. So the quickstart's d_model 64 trains in fp32 (its bf16 step
-took 2.2x fp32's), and the Multi30k model (d_model 256) in bf16-mixed, where ``benchmarks/train_step.py`` measured
-1.67x fp32's tokens/s. On a GPU the width is not consulted (not measured there).
+measures fp32 ms / bf16 ms of ablate's step at each width (its output, with the machine's, is in docs/performance.md):
+bf16 pays from d_model 256 up on an AVX512-BF16 CPU, ``BF16_MIN_D_MODEL``. So the quickstart's d_model 64 trains in
+fp32, and the Multi30k model (d_model 256) in bf16-mixed. On a GPU the width is not consulted (not measured there).
 Any other value is Lightning's and passes through; the run's ``result.json`` records what was used.
 """
 

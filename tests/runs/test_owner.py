@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ablate.errors import ConfigError
-from ablate.runs.owner import KINDS, MARKER, check_figure, check_folder, claim, owner_of, sweep_identity
+from ablate.runs.owner import KINDS, MARKER, Owner, check_figure, check_folder, claim, owner_of, sweep_identity
 
 
 def _tree(root: Path) -> list[str]:
@@ -134,7 +134,9 @@ def test_a_sweeps_identity_is_what_its_overrides_set_not_their_order(order, tmp_
 
 def test_a_project_folder_holding_a_checkpoints_folder_is_not_taken_for_a_run(tmp_path):
     (tmp_path / "checkpoints").mkdir()
-    claim(tmp_path / "runs" / "x", "run", None, key="output_dir")  # inside it, but it is not a run
+    run = claim(tmp_path / "runs" / "x", "run", None, key="output_dir")  # inside it, but it is not a run
+    assert owner_of(run) == Owner("run", None)
+    assert owner_of(tmp_path, strict=True) is None and owner_of(tmp_path) == Owner("run", None)
 
 
 def test_a_marker_ablate_did_not_write_is_one_line(tmp_path):
