@@ -98,6 +98,26 @@ def format_markdown(report: Report) -> str:
                       legend(report), ""])
 
 
+def effect_drop_order(report: Report) -> list[str]:
+    """The effects table's columns a narrow terminal gives up, first to last: the look that decided it, the pairs,
+    the adjusted p, the kind, Δ, then the interval; its verdict goes to the end of the line, to wrap under itself."""
+    headers = effect_headers(report)
+    return [*headers[7:], "pairs", "p (adj.)", "kind", headers[2], headers[3]]
+
+
+def _fit_table(headers: list[str], rows: list[list[str]], left: set[int], width: int,
+               drop: list[str] | None) -> list[str]:
+    """An effects or trends table: every column (``drop`` None), else the columns that fit ``width``, the last one
+    wrapped under itself (a trend's columns go in order: the Δ at each size, the slope, then the interval)."""
+    if drop is None:
+        return _aligned(headers, rows, left)
+    last = headers.index("verdict") if "verdict" in headers else len(headers) - 1
+    order = [i for i in range(len(headers)) if i != last] + [last]  # the verdict last, so that it wraps
+    headers, rows = [headers[i] for i in order], [[r[i] for i in order] for r in rows]
+    left = {order.index(i) for i in left}
+    return _aligned(*fitted(headers, rows, left, width, drop), fit=width)
+
+
 def _widths(headers: list[str], rows: list[list[str]]) -> list[int]:
     return [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
 
@@ -192,11 +212,13 @@ def format_terminal(report: Report, *, wide: bool = False, colour: bool = False,
         out += ([fill(f"[{stratum}]")] if len(grouped) > 1 else []) + table[at:at + len(rows)]
         at += len(rows)
     if report.effects:
-        out += ["", "effects:", *_aligned(effect_headers(report), [effect_cells(report, e) for e in report.effects],
-                                          {0, 1, 5}), *findings(report)]
+        effects = (effect_headers(report), [effect_cells(report, e) for e in report.effects], {0, 1, 5})
+        out += ["", "effects:", *_fit_table(*effects, width, None if wide else effect_drop_order(report)),
+                *(fill(line) for line in findings(report))]
     if report.trends:
-        out += ["", "across sizes:", *_aligned(trend_headers(report), [trend_cells(report, t) for t in report.trends],
-                                               {0, len(trend_headers(report)) - 1})]
+        headers = trend_headers(report)
+        trends = (headers, [trend_cells(report, t) for t in report.trends], {0, len(headers) - 1})
+        out += ["", fill("across sizes:"), *_fit_table(*trends, width, None if wide else headers[1:-1])]
     prose = [*missing_note(report), *precision_note(report), *fused_note(report), *notes(report),
              *([legend(report)] if wide else []),
              status_note(report), *(f"failed in {row.name}: {one_line(row.first_error)}"

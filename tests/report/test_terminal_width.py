@@ -3,7 +3,7 @@
 Narrower than the verdict view, it gives up columns in :func:`ablate.report.render.drop_order`'s order (the runs, the
 headline metric, Δ, then the interval; the variant and its verdict never), wraps the verdict under itself and the prose
 lines to the width; ``--wide`` prints every column however wide. No line is longer than the width except one that
-holds a single token that cannot be broken (a long variant name, a path)."""
+holds a single token that cannot be broken (a long variant name, a path) or a row's name alone."""
 
 from __future__ import annotations
 
@@ -31,10 +31,11 @@ def report(tmp_path_factory):
     return build_report(make(tmp_path_factory.mktemp("width"), values, design=Design(margin=Margin(0.2))))
 
 
-def _too_long(text: str, width: int) -> list[str]:
-    """The lines longer than ``width`` (escape codes not counted) that hold more than one token."""
+def _too_long(text: str, width: int, names: set[str] = frozenset()) -> list[str]:
+    """The lines longer than ``width`` (escape codes not counted) that hold more than one token, and are not one of
+    ``names`` alone (a name is a table's first cell: a row's or an effect's, never broken)."""
     lines = [ESCAPE.sub("", line) for line in text.splitlines()]
-    return [line for line in lines if len(line) > width and len(line.split()) > 1]
+    return [line for line in lines if len(line) > width and len(line.split()) > 1 and line.strip() not in names]
 
 
 def _header(text: str, report) -> list[str]:
@@ -116,3 +117,21 @@ def test_ablate_report_fits_columns_80_and_120(tmp_path, capsys, monkeypatch):
         printed[width] = capsys.readouterr().out
         assert not _too_long(printed[width], width), printed[width]
     assert printed[80] != printed[120] and max(map(len, printed[120].splitlines())) > 80
+
+
+@pytest.mark.parametrize("design", ["two factors", "ladder"])
+def test_the_effects_and_trends_tables_fit_too(tmp_path, design):
+    from tests.report.test_factorial import FACTORS, LADDER, XIONG, ladder, make as make_factorial, two_by_two
+
+    values, factors = (two_by_two(XIONG), FACTORS) if design == "two factors" else (ladder([0.1, 0.2, 0.3]), LADDER)
+    report = build_report(make_factorial(tmp_path, values, factors))
+    names = {e.contrast.label for e in report.effects} | {row.name for row in report.variants}
+    for width in (120, 80, 50, 30, 10):
+        text = format_terminal(report, width=width)
+        assert not _too_long(text, width, names), text
+        assert ("effects:" if design == "two factors" else "across sizes:") in " ".join(text.split())
+    words = " ".join(format_terminal(report, width=50).split())
+    if design == "two factors":
+        assert "interaction: the effect depends on the other factor" in words  # the verdict whole, wrapped
+    else:
+        assert "rope +0.052 [+0.047, +0.057] grows" in words  # the slope, its interval and its trend stay
