@@ -101,8 +101,7 @@ def format_markdown(report: Report) -> str:
 def effect_drop_order(report: Report) -> list[str]:
     """The effects table's columns a narrow terminal gives up, first to last: the look that decided it, the pairs,
     the adjusted p, the kind, Δ, then the interval; its verdict goes to the end of the line, to wrap under itself."""
-    headers = effect_headers(report)
-    return [*headers[7:], "pairs", "p (adj.)", "kind", headers[2], headers[3]]
+    return ["decided at", "pairs", "p (adj.)", "kind", f"Δ {label(report.metric)}", interval_header(report)]
 
 
 def _fit_table(headers: list[str], rows: list[list[str]], left: set[int], width: int,
