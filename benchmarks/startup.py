@@ -9,11 +9,11 @@ the rounds (one untimed import warms the page cache first). ``ablate train`` run
 configs/default.yaml (what a bare ``ablate train`` runs) into a temporary output_dir, once with the
 default logger (W&B, offline without an API key) and once with logger=none, with train.max_steps=2.
 
-How the first step is found: Lightning's progress bar (on by default) is read from the child's
-stdout as it arrives. "Epoch 0:" is printed in on_train_epoch_start, right before the first batch
-is fetched: that moment is "to first step". The first "1/" update is printed when step 1 has
-finished: "first step done". (train.max_steps must be positive, so a max_steps=1 vs 0 difference
-cannot be taken; the stream is also more direct.)
+How the first step is found: the run's progress (on by default; off a terminal a line per update,
+ablate.train.logs.ProgressLines) is read from the child's stdout as it arrives. "Epoch 0:" is printed in
+on_train_epoch_start, right before the first batch is fetched: that moment is "to first step". The
+"step 1/" line is printed when step 1 has finished: "first step done". (train.max_steps must be positive,
+so a max_steps=1 vs 0 difference cannot be taken; the stream is also more direct.)
 
     python benchmarks/startup.py [--quick] [--threads N (OMP_NUM_THREADS of the children)]
 """
@@ -83,7 +83,7 @@ def main() -> None:
     rounds = 1 if args.quick else 3
     settings = {"ablate": " ".join(PREFIX), "rounds": rounds, "child threads": args.threads or "default",
                 "train config": "configs/default.yaml, max_steps=2",
-                "first step": "progress bar 'Epoch 0:' on the child's stdout"}
+                "first step": "progress line 'Epoch 0:' on the child's stdout"}
     info = C.print_header("startup: ablate describe / ablate train to first step", settings)
     marks = {"to first step": b"Epoch 0:", "first step done": re.compile(rb"\b1/\d+")}
     tmp = tempfile.mkdtemp(prefix="ablate-bench-startup-")

@@ -79,7 +79,8 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
     sweep.add_argument("--cpus-per-run", type=float, default=None, help="ray: CPUs per run")
     report = sub.add_parser("report", help="comparison table and HTML report of a sweep")
     report.add_argument("sweep", metavar="SWEEP.yaml|SWEEP_DIR")
-    report.add_argument("--wide", action="store_true", help="every column of the table and what they mean")
+    report.add_argument("--wide", action="store_true", help="every column of the table and what they mean, however "
+                        "wide (by default the verdict view, fitted to the terminal: COLUMNS, else its width)")
     sync = sub.add_parser("sync", help="upload offline W&B runs (of a sweep or a run directory)")
     sync.add_argument("targets", nargs="+", metavar="SWEEP.yaml|DIR")
     agent = sub.add_parser("agent", help="join a W&B sweep started with `ablate sweep --backend wandb`")

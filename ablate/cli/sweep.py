@@ -152,14 +152,14 @@ def print_report(sweep_dir: Path, *, wide: bool = False) -> bool:
     put the table in W&B when the runs logged there. Returns whether the files were written (a read-only sweep gets
     its table printed all the same)."""
     from ablate.report import build_report, format_terminal, upload_table, write_report
-    from ablate.report.render import wants_colour
+    from ablate.report.render import terminal_width, wants_colour
     from ablate.runs.files import read_run_config
     from ablate.runs.owner import check_folder, mark
 
     report_dir = sweep_dir / "report"
     check_folder(report_dir, "report", None, key="SWEEP")
     report = build_report(sweep_dir)
-    print(format_terminal(report, wide=wide, colour=wants_colour(sys.stdout)))
+    print(format_terminal(report, wide=wide, colour=wants_colour(sys.stdout), width=terminal_width(sys.stdout)))
     try:
         mark(report_dir, "report", None)
         write_report(report, report_dir)

@@ -46,9 +46,9 @@ def axis_limits(spans: list[tuple[float, float, float]], margin: float | None) -
 
 
 def deltas_svg(report: Report) -> str:
-    """(c) Each variant's Δ from the base with its simultaneous interval, coloured by its verdict's kind (green better,
-    red worse, blue equivalent, grey undecided); the margin, when declared, as dotted lines; a row beyond the cut
-    axis ends in an arrow with its numbers. A variant without an interval has a point, no bar.
+    """(c) Each variant's Δ from the base with its simultaneous interval, coloured by its verdict's kind
+    (:data:`ablate.report.badges.PALETTE`, as the caption says); the margin, when declared, as dotted lines; a row
+    beyond the cut axis ends in an arrow with its numbers. A variant without an interval has a point, no bar.
 
     Returns:
         An ``<svg>`` element.

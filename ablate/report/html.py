@@ -159,7 +159,7 @@ def render_html(report: Report) -> str:
                     f"(b) Final {report.metric} per variant, error bars: std over seeds; base highlighted.")
     deltas = figure("deltas", deltas_svg(report),
                     "Each variant minus the base, bars: its simultaneous interval; dotted: the margin; "
-                    "green: better, red: worse, blue: equivalent, grey: undecided.")
+                    f"{badges.caption()}.")
     verdicts = (f'<section class="verdict-view">\n{deltas}\n<div class="tables">{variant_table(report, wide=False)}'
                 "</div>\n</section>")
     definitions = (f'<details id="definitions"><summary>What the numbers mean</summary>\n'

@@ -9,18 +9,34 @@ two-factor design's effects with a sentence per interaction, then a ladder's tre
 from __future__ import annotations
 
 import os
+import shutil
 import textwrap
 from typing import TextIO
 
 from ablate.report import badges
 from ablate.report.effects import effect_cells, effect_headers, findings, trend_cells, trend_headers
 from ablate.report.table import Report, VariantRow
-from ablate.report.text import (design_note, display_cells, display_headers, legend, notes, one_line,
-                                precision_note, fused_note, status_note, text_columns, verdict_columns)
+from ablate.report.text import (design_note, display_cells, display_headers, interval_header, label, legend, notes,
+                                one_line, precision_note, fused_note, status_note, text_columns, verdict_columns)
 
-WIDTH = 120  # the terminal's lines of prose are wrapped to this; the verdict view's table fits it
-MIN_WRAP = 16  # the narrowest a wrapped verdict may be
+WIDTH = 120  # the width printed to off a terminal (a pipe, a log file) unless COLUMNS says otherwise
+MIN_WRAP = 16  # the narrowest a wrapped verdict may be beside its row; narrower, it goes on lines under the row
+INDENT = "  "  # a wrapped prose line's continuation, and a verdict under its row
 WIDE_HINT = "every column and what the numbers mean: ablate report --wide (or report/report.html)"
+
+
+def terminal_width(stream: TextIO) -> int:
+    """The columns to print ``stream`` in: ``COLUMNS`` when set, else the terminal's width when ``stream`` is one
+    (:func:`shutil.get_terminal_size`), else :data:`WIDTH`."""
+    if os.environ.get("COLUMNS") or stream.isatty():
+        return max(1, shutil.get_terminal_size((WIDTH, 24)).columns)
+    return WIDTH
+
+
+def drop_order(report: Report) -> list[str]:
+    """The verdict view's columns a narrow terminal gives up, first to last, by title: the runs, the headline metric's
+    mean ± sd, Δ, then the interval. The variant and its verdict always stay (the verdict wraps under itself)."""
+    return ["runs", label(report.metric), f"Δ {label(report.metric)}", interval_header(report)]
 
 
 def blocks(report: Report) -> list[tuple[str, list[VariantRow]]]:
@@ -82,30 +98,79 @@ def format_markdown(report: Report) -> str:
                       legend(report), ""])
 
 
+def effect_drop_order(report: Report) -> list[str]:
+    """The effects table's columns a narrow terminal gives up, first to last: the look that decided it, the pairs,
+    the adjusted p, the kind, Δ, then the interval; its verdict goes to the end of the line, to wrap under itself."""
+    return ["decided at", "pairs", "p (adj.)", "kind", f"Δ {label(report.metric)}", interval_header(report)]
+
+
+def _fit_table(headers: list[str], rows: list[list[str]], left: set[int], width: int,
+               drop: list[str] | None) -> list[str]:
+    """An effects or trends table: every column (``drop`` None), else the columns that fit ``width``, the last one
+    wrapped under itself (a trend's columns go in order: the Δ at each size, the slope, then the interval)."""
+    if drop is None:
+        return _aligned(headers, rows, left)
+    last = headers.index("verdict") if "verdict" in headers else len(headers) - 1
+    order = [i for i in range(len(headers)) if i != last] + [last]  # the verdict last, so that it wraps
+    headers, rows = [headers[i] for i in order], [[r[i] for i in order] for r in rows]
+    left = {order.index(i) for i in left}
+    return _aligned(*fitted(headers, rows, left, width, drop), fit=width)
+
+
+def _widths(headers: list[str], rows: list[list[str]]) -> list[int]:
+    return [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+
+
+def fitted(headers: list[str], rows: list[list[str]], left: set[int], width: int,
+           drop: list[str]) -> tuple[list[str], list[list[str]], set[int]]:
+    """The columns that fit ``width``: those titled in ``drop`` go, in its order, while the table is wider than
+    ``width`` with its last cell (the verdict) wrapped to :data:`MIN_WRAP` columns."""
+    def width_of(keep: list[int]) -> int:
+        widths = _widths([headers[i] for i in keep], [[r[i] for i in keep] for r in rows])
+        return sum(widths[:-1]) + 2 * (len(widths) - 1) + min(widths[-1], MIN_WRAP)
+
+    keep = list(range(len(headers)))
+    for title in drop:
+        if width_of(keep) <= width:
+            break
+        keep = [i for i in keep if headers[i] != title]
+    return ([headers[i] for i in keep], [[r[i] for i in keep] for r in rows],
+            {j for j, i in enumerate(keep) if i in left})
+
+
 def _aligned(headers: list[str], rows: list[list[str]], left: set[int], paint: int | None = None,
              fit: int | None = None) -> list[str]:
     """Aligned lines: a header, a rule, a row each; the cells of column ``paint`` in their verdict's colour. With
-    ``fit``, a row's last cell that would cross that column goes on in continuation lines under itself."""
-    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+    ``fit``, a row's last cell that would cross that column goes on in continuation lines under itself, or, with less
+    than :data:`MIN_WRAP` columns left for it, on lines of its own under the row."""
+    widths = _widths(headers, rows)
+    start = sum(widths[:-1]) + 2 * (len(widths) - 1)  # where the last column begins
+    under = bool(fit) and len(widths) > 1 and fit - start < min(widths[-1], MIN_WRAP)  # too narrow beside its row
 
     def line(cells: list[str], colour: bool) -> str:
         padded = [c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))]
-        start = sum(widths[:-1]) + 2 * (len(widths) - 1)  # where the last column begins
         last = [padded[-1]]
-        if fit and start + len(cells[-1]) > fit and fit - start >= MIN_WRAP:
-            last = textwrap.wrap(cells[-1], fit - start)
+        if under or fit and start + len(cells[-1]) > fit:
+            room = max(1, fit - len(INDENT) if under else fit - start)
+            last = textwrap.wrap(cells[-1], room, break_long_words=False, break_on_hyphens=False) or [""]
         if colour and paint is not None:  # the escape codes wrap the text, never the padding
             def painted(text: str) -> str:
-                return text.replace(text.strip(), badges.ansi(text.strip(), cells[paint]), 1)
+                return text.replace(text.strip(), badges.ansi(text.strip(), cells[paint]), 1) if text.strip() else text
 
             if paint == len(cells) - 1:
                 last = [painted(chunk) for chunk in last]
             else:
                 padded[paint] = painted(padded[paint])
+        if under:  # the row's other cells, then the last one on lines of its own under them
+            rest = [INDENT + chunk for chunk in last if chunk]
+            return "\n".join(["  ".join(padded[:-1]).rstrip(), *rest])
         first = "  ".join([*padded[:-1], last[0]]).rstrip()
         return "\n".join([first, *(" " * start + chunk for chunk in last[1:])])
 
-    return [line(headers, False), line(["-" * w for w in widths], False), *(line(r, True) for r in rows)]
+    rule = ["-" * w for w in widths]
+    if fit:  # the last column's rule no longer than the room it wraps to
+        rule[-1] = "" if under else rule[-1][:fit - start]
+    return [line(headers, False), line(rule, False), *(line(r, True) for r in rows)]
 
 
 def wants_colour(stream: TextIO) -> bool:
@@ -113,39 +178,49 @@ def wants_colour(stream: TextIO) -> bool:
     return stream.isatty() and not os.environ.get("NO_COLOR")
 
 
-def format_terminal(report: Report, *, wide: bool = False, colour: bool = False) -> str:
+def format_terminal(report: Report, *, wide: bool = False, colour: bool = False, width: int = WIDTH) -> str:
     """The report as aligned plain text, for printing: text columns left, numbers right.
 
     Args:
         report: from :func:`ablate.report.build_report`.
-        wide: every column and the legend; by default the verdict view, within :data:`WIDTH` columns (a long
-            verdict goes on under itself) for variant names of up to 40 characters.
+        wide: every column and the legend, however wide the table; by default the verdict view within ``width``
+            columns: the columns of :func:`drop_order` go, in its order, until it fits, and a long verdict goes on
+            under itself. Only a token that cannot be broken (a long variant name, a path) makes a line longer.
         colour: each verdict in its colour (ANSI escape codes), for a terminal.
+        width: the terminal's columns (:func:`terminal_width`); prose lines are wrapped to it.
 
     Returns:
         A title line, the table (a stratum's rows under its title), effects and trends when the design has them,
         the notes, the run counts and each failed variant's error; with ``wide``, the legend too.
     """
-    title = [f"{report.name}: {report.metric} ({report.goal})  {report.date}",
-             textwrap.fill(f"comparisons: {design_note(report)}", WIDTH, subsequent_indent="  "), ""]
+    def fill(text: str) -> str:
+        return textwrap.fill(text, max(width, len(INDENT) + 1), subsequent_indent=INDENT, break_long_words=False,
+                             break_on_hyphens=False)
+
+    title = [fill(f"{report.name}: {report.metric} ({report.goal})  {report.date}"),
+             fill(f"comparisons: {design_note(report)}"), ""]
     grouped = blocks(report)
     headers, cells, left = view(report, [row for _, rows in grouped for row in rows], wide=wide)
+    if not wide:
+        headers, cells, left = fitted(headers, cells, left, width, drop_order(report))
     verdict = headers.index("verdict")
-    table = _aligned(headers, cells, left, paint=verdict if colour else None, fit=None if wide else WIDTH)
+    table = _aligned(headers, cells, left, paint=verdict if colour else None, fit=None if wide else width)
     out = title + table[:2]  # one alignment for every block, so the columns line up down the page
     at = 2
     for stratum, rows in grouped:
-        out += ([f"[{stratum}]"] if len(grouped) > 1 else []) + table[at:at + len(rows)]
+        out += ([fill(f"[{stratum}]")] if len(grouped) > 1 else []) + table[at:at + len(rows)]
         at += len(rows)
     if report.effects:
-        out += ["", "effects:", *_aligned(effect_headers(report), [effect_cells(report, e) for e in report.effects],
-                                          {0, 1, 5}), *findings(report)]
+        effects = (effect_headers(report), [effect_cells(report, e) for e in report.effects], {0, 1, 5})
+        out += ["", "effects:", *_fit_table(*effects, width, None if wide else effect_drop_order(report)),
+                *(fill(line) for line in findings(report))]
     if report.trends:
-        out += ["", "across sizes:", *_aligned(trend_headers(report), [trend_cells(report, t) for t in report.trends],
-                                               {0, len(trend_headers(report)) - 1})]
+        headers = trend_headers(report)
+        trends = (headers, [trend_cells(report, t) for t in report.trends], {0, len(headers) - 1})
+        out += ["", fill("across sizes:"), *_fit_table(*trends, width, None if wide else headers[1:-1])]
     prose = [*missing_note(report), *precision_note(report), *fused_note(report), *notes(report),
              *([legend(report)] if wide else []),
              status_note(report), *(f"failed in {row.name}: {one_line(row.first_error)}"
                                     for row in report.variants if row.n_failed)]
-    out += ["", *(textwrap.fill(line, WIDTH, subsequent_indent="  ") for line in prose)]
-    return "\n".join(out + ([] if wide else [WIDE_HINT])) + "\n"
+    out += ["", *(fill(line) for line in [*prose, *([] if wide else [WIDE_HINT])])]
+    return "\n".join(out) + "\n"

@@ -1,5 +1,6 @@
 """What a sweep's pool says about its progress: a note when it starts (what it will train, what a relaunch
-resumes or that nothing was left), and the progress line of a sequential sweep, whose plan grows look by look.
+resumes or that nothing was left), the progress line of a sequential sweep, whose plan grows look by look, and where
+it is drawn: tqdm's bar on a terminal, a line per run that ends in a log file (:func:`progress_bar`).
 
 A bar's total and percentage would move backwards each time a look adds seeds (12 runs, then 16, ... 32), and a
 time left from every run so far would not know that. So the line says where the design stands and what is known:
@@ -17,8 +18,14 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections import Counter
 from pathlib import Path
+
+import sys
+from typing import Any, TextIO
+
+from tqdm import tqdm
 
 from ablate.runs.files import read_result
 from ablate.runs.status import Status
@@ -83,3 +90,51 @@ def start_note(name: str, runs: list[PlannedRun], todo: list[PlannedRun], sweep_
     again = f", {resumed} of them from their last checkpoint" if resumed else ""
     return (f"ablate: sweep {name}: {sum(earlier.values())} of {len(runs)} runs ended in earlier launches "
             f"({counts}){retry}; {len(todo)} to train{again}{at_most}")
+
+
+class LogLines:
+    """The sweep's progress off a terminal (a log file, a pipe): a line per update, each once, ending in a newline.
+
+    tqdm off a terminal writes each redraw after a carriage return, so a log file held one line of every redraw
+    joined by ``\\r``, each update drawn twice (its description, then its count). This draws nothing until
+    :meth:`update`, then one line: the description, the runs ended of the total, the time since the sweep started,
+    the counts (``done=3, stopped=0, failed=0``). It takes tqdm's calls that the pool makes.
+    """
+
+    def __init__(self, total: int | None, initial: int, desc: str, stream: TextIO, bar_format: str | None = None):
+        self.total, self.n, self.desc, self.stream = total, initial, desc, stream
+        self.alone = bar_format == "{desc}"  # the description says it all (a sequential design's look line)
+        self.postfix: dict[str, Any] = {}
+        self.start = time.monotonic()
+
+    def set_description_str(self, desc: str, refresh: bool = True) -> None:
+        self.desc = desc
+
+    def set_postfix(self, refresh: bool = True, **counts: Any) -> None:
+        self.postfix = counts
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        print(self.line(), file=self.stream, flush=True)
+
+    def line(self) -> str:
+        """``sweep: 3/9 runs [00:37] done=3, stopped=0, failed=0`` (the time since the sweep started); a look line
+        as it is (it says the time left)."""
+        if self.alone:
+            return self.desc
+        elapsed = f"[{tqdm.format_interval(time.monotonic() - self.start)}]"
+        counts = ", ".join(f"{k}={v}" for k, v in self.postfix.items())
+        return " ".join(filter(None, (f"{self.desc}: {self.n}/{self.total or '?'} runs", elapsed, counts)))
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(*, total: int | None, initial: int, desc: str, disable: bool, stream: TextIO = sys.stderr,
+                 **options: Any) -> tqdm | LogLines:
+    """The pool's progress: tqdm's bar on a terminal, :class:`LogLines` off one, tqdm disabled with ``disable``.
+    The pool updates it with ``refresh=False`` and then :meth:`update`, so a terminal's bar is drawn once an update
+    too."""
+    if disable or stream.isatty():
+        return tqdm(total=total, initial=initial, desc=desc, unit="run", disable=disable, file=stream, **options)
+    return LogLines(total, initial, desc, stream, options.get("bar_format"))

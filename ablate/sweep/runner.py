@@ -29,7 +29,6 @@ from typing import Callable
 
 import torch
 from omegaconf import OmegaConf
-from tqdm import tqdm
 
 from ablate.runs.files import STOP_FILE, read_history, read_result, write_atomic, write_json
 from ablate.runs.lock import EXIT_LOCKED
@@ -38,6 +37,7 @@ from ablate.sweep import warm
 from ablate.sweep.arrays import Fusing, seed_arrays
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.plan import PlannedRun
+from ablate.sweep.progress import progress_bar
 from ablate.sweep.queue import RunQueue
 from ablate.train.threads import usable_cores
 
@@ -261,8 +261,9 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
 
         return "sweep: " + look_line(queue.look(), ended, seconds, len(slots))
 
-    bar = tqdm(total=None if by_look else queue.total, initial=len(settled), desc=line() if by_look else "sweep",
-               unit="run", disable=not progress, file=sys.stderr, **({"bar_format": "{desc}"} if by_look else {}))
+    bar = progress_bar(total=None if by_look else queue.total, initial=len(settled),
+                       desc=line() if by_look else "sweep", disable=not progress,
+                       **({"bar_format": "{desc}"} if by_look else {}))
     free, running = list(range(len(slots))), {}
     seen = [*settled]
 
@@ -314,10 +315,10 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
                     seconds[run.id] = time.monotonic() - started[run.id]
                 queue.settled(run)
                 if by_look:
-                    bar.set_description_str(line())
+                    bar.set_description_str(line(), refresh=False)  # drawn once, by update
                 else:
                     bar.set_postfix(done=len(outcome.done) + len(outcome.skipped), stopped=len(outcome.stopped),
-                                    failed=len(outcome.failed))
+                                    failed=len(outcome.failed), refresh=False)
                 bar.update(1)
             if hyperband is not None:
                 _stop_runs(hyperband, sweep_dir, seen, [r for g, _ in running.values() for r in g], metric, goal)

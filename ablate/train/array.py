@@ -39,6 +39,7 @@ from ablate.train.members import Member, Members
 from ablate.train.precision import resolve_precision
 from ablate.train.preflight import check_settings, make_run_dir
 from ablate.train.resume import ArrayResume
+from ablate.train.logs import progress
 from ablate.train.run import RunFailed, make_loggers, trainer_settings
 from ablate.train.threads import use_threads
 
@@ -123,8 +124,9 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
     try:
         # at every validation, replacing the one before (no monitor: the newest is the one kept)
         last_only = ModelCheckpoint(dirpath=array_dir, filename="last", save_top_k=1, enable_version_counter=False)
+        bar = progress(cfgs[0].train.log_every, cfgs[0].trainer.enable_progress_bar)  # lines off a terminal
         trainer = pl.Trainer(**trainer_settings(cfgs[0], array_dir, logger=False, plugins=[AtomicCheckpointIO()],
-                                                callbacks=[last_only, *callbacks]))
+                                                callbacks=[last_only, *callbacks, *bar]))
         pin_attention_backends(trainer.strategy.root_device)
         print(threads, file=sys.stderr)
         trainer.fit(system, datamodule=data, ckpt_path=str(resume) if resume else None)

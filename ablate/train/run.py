@@ -26,10 +26,10 @@ from ablate.runs.lock import run_lock
 from ablate.runs.metrics import perplexity
 from ablate.runs.status import Status
 from ablate.runtime import allocator_in_use
-from ablate.train.callbacks import (FiniteLoss, LoggedLossBar, Progress, StopRequest, TokenThroughput,
-                                    ValidateAtLastStep, WallClock)
+from ablate.train.callbacks import FiniteLoss, Progress, StopRequest, TokenThroughput, ValidateAtLastStep, WallClock
 from ablate.train.checkpoints import AtomicCheckpointIO, step_checkpoint_callback
 from ablate.train.kernels import choose_attention_kernel, pin_attention_backends
+from ablate.train.logs import drop_adverts, progress, summary_line
 from ablate.train.precision import resolve_precision
 from ablate.train.preflight import check_memory, check_run_dir, check_settings, discard, make_run_dir
 from ablate.train.resume import ExactResume
@@ -51,6 +51,7 @@ class RunFailed(RuntimeError):
 
 # Lightning 2.6 on torch 2.13 warns about its own use of a deprecated torch API at every fit.
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=Warning)
+drop_adverts()
 
 
 def make_loggers(cfg: DictConfig, run_dir: Path, *, beside_others: bool = False) -> list[Logger]:
@@ -79,8 +80,7 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
                         save_last=True),
         LearningRateMonitor(logging_interval="step"),
     ]
-    if cfg.trainer.enable_progress_bar:  # Lightning's bar, showing train/loss without reading it back at every step
-        checkpoints.append(LoggedLossBar(every=t.log_every))
+    checkpoints += progress(t.log_every, cfg.trainer.enable_progress_bar)  # a bar on a terminal, lines off one
     if t.keep_checkpoints:  # weights of the last k step checkpoints, for checkpoint averaging (section 6.1)
         checkpoints.append(step_checkpoint_callback(run_dir / "checkpoints", keep=t.keep_checkpoints,
                                                     every_n_train_steps=t.checkpoint_every or t.val_every))
@@ -109,6 +109,7 @@ def trainer_settings(cfg: DictConfig, root: Path, **more: Any) -> dict[str, Any]
         num_sanity_val_steps=tr.num_sanity_val_steps,
         deterministic=tr.deterministic,
         enable_progress_bar=tr.enable_progress_bar,
+        enable_model_summary=False,  # ablate.train.logs.summary_line instead
         default_root_dir=str(root),
         **more,
     )
@@ -211,6 +212,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         raise RunFailed(run_dir, result["error"]) from exc
     if lead:
         print(threads, file=sys.stderr)
+        print(summary_line(system.model, cfg, system.n_params["total"]), file=sys.stderr)
         if kernel_note:
             print(kernel_note, file=sys.stderr)
     try:

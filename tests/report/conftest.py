@@ -111,8 +111,9 @@ def fabricate(tmp_path):
 QUICKSTART = {"base": (10, 0.0), "learned": (10, 0.096), "rope": (9, 0.004), "none": (3, 1.6)}  # seeds, mean Δ
 
 
-def make_verdict_sweep(root: Path) -> Path:
-    """A sequential sweep of four rows with a margin of 0.1: learned worse, rope equivalent, none far and worse.
+def make_verdict_sweep(root: Path, rows: dict[str, tuple[int, float]] = QUICKSTART) -> Path:
+    """A sequential sweep of four rows with a margin of 0.1: learned worse, rope equivalent, none far and worse
+    (``rows``: variant -> its seeds and mean Δ, the base first).
 
     Each run's val/loss falls over five validations to 0.9 + its row's Δ + a seed's noise (a fixed generator)."""
     import numpy as np
@@ -122,7 +123,7 @@ def make_verdict_sweep(root: Path) -> Path:
     rng = np.random.default_rng(29)
     seed_effect = rng.normal(0.0, 0.03, 10)
     sweep_dir, runs = root / "quickstart", []
-    for variant, (seeds, delta) in QUICKSTART.items():
+    for variant, (seeds, delta) in rows.items():
         for seed in range(seeds):
             rid = run_id(variant, seed)
             final = 0.9 + delta + seed_effect[seed] + rng.normal(0.0, 0.02)

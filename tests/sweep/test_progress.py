@@ -4,6 +4,7 @@ nothing was left) and a sequential sweep's progress line, against hand computati
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -63,3 +64,26 @@ def test_a_relaunch_with_nothing_left_says_so(tmp_path):
     runs = _runs(tmp_path, {"a": "finished", "b": "stopped"})
     assert start_note("q", runs, [], tmp_path, most=10) == (
         "ablate: sweep q: nothing left to train: its 2 runs ended in earlier launches (1 finished, 1 stopped)")
+
+
+def test_off_a_terminal_the_pool_s_progress_is_a_line_per_update_each_once():
+    import io
+
+    from ablate.sweep.progress import LogLines, progress_bar
+
+    stream = io.StringIO()  # not a terminal: a log file
+    bar = progress_bar(total=3, initial=1, desc="sweep", disable=False, stream=stream)
+    assert isinstance(bar, LogLines) and stream.getvalue() == ""  # nothing until a run ends
+    for done in (2, 3):
+        bar.set_postfix(done=done, stopped=0, failed=0, refresh=False)
+        bar.update(1)
+    bar.close()
+    lines = stream.getvalue().split("\n")
+    assert "\r" not in stream.getvalue() and lines[-1] == "" and len(lines) == 3
+    for line, n in zip(lines, (2, 3)):
+        assert re.fullmatch(rf"sweep: {n}/3 runs \[00:0\d\] done={n}, stopped=0, failed=0", line), line
+    look = progress_bar(total=None, initial=0, desc="sweep: look at 3 seeds: ...", disable=False, stream=stream,
+                        bar_format="{desc}")
+    look.set_description_str("sweep: look at 3 seeds: 1/9 runs done", refresh=False)
+    look.update(1)
+    assert stream.getvalue().splitlines()[-1] == "sweep: look at 3 seeds: 1/9 runs done"
