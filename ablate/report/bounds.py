@@ -24,13 +24,14 @@ def lines(margin: float | None) -> tuple[float, ...]:
 
 
 def _side(x: float, line: float) -> int:
-    return (x > line) - (x < line)
+    return int(x > line) - int(x < line)
 
 
 def bound(value: float, spec: str, against: Iterable[float] = (0.0,)) -> str:
     """``value`` as ``format(value, spec)`` (``spec`` such as ``+.3f`` or ``+.4g``), with as many more digits as it
     takes for the printed number to sit on the same side of each of ``against`` as ``value`` does (on it only when it
     is exactly there)."""
+    value = float(value)
     text = format(value, spec)
     if not math.isfinite(value):
         return text
