@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 import _common as C
+import _verdict_docs as docs
 import _verdict_rules as rules
 from ablate.stats import skew
 from ablate.stats import verdict as V
@@ -200,7 +201,7 @@ def main() -> None:
     if args.record:
         RECORD.write_text(json.dumps({"machine": info, "settings": settings, "results": C._finite(results)},
                                      indent=1, ensure_ascii=False) + "\n")
-        print(rules.markdown(results))  # docs/verdicts.md's tables
+        print("\n".join(docs.readme_rows(results)), *docs.verdicts_tables(results), sep="\n\n")  # the documents'
 
 
 if __name__ == "__main__":
