@@ -92,4 +92,13 @@ def verdicts_tables(results: dict) -> list[str]:
         for i, what in enumerate(("some verdict false (equal means)", "power at 1 sd, lognormal noise",
                                   "power at 1 sd, normal noise")):
             skewed.append(f"| {rule}: {what} | " + " | ".join(f"{f[i]:.3f}" for f in figures) + " |")
-    return ["\n".join(t) for t in (counts, error, skewed)]
+    kinds = ("terminal", "markdown", "html", "csv")
+    shown = ["| rows, as printed | " + " | ".join(f"{k}: before | after" for k in kinds) + " |",
+             "|---|" + "---:|---:|" * len(kinds)]
+    for key in ("excludes 0 (not on the failures' side)", "printed beside a bound"):
+        found = {k: v for k, v in results.items() if k.startswith("issue 40 setting, first") and key in k}
+        label = next(iter(found)).split(": ", 1)[1]
+        tables = next(iter(found)).split(" tables")[0].rsplit(" ", 1)[1]
+        shown.append(f"| {label} ({tables} tables) | " + " | ".join(
+            f"{v[0]:.0f} | {v[1]:.0f}" for k in kinds for name, v in found.items() if f"report, {k}:" in name) + " |")
+    return ["\n".join(t) for t in (counts, error, skewed, shown)]

@@ -9,6 +9,12 @@ Everything runs ``ablate.stats`` itself (vectorised over tables); the rule befor
 from __future__ import annotations
 
 import contextlib
+import csv
+import html
+import io
+import re
+import tempfile
+from pathlib import Path
 from unittest import mock
 
 import numpy as np
@@ -197,3 +203,81 @@ def skew_rules(rng, sims: int) -> list[list]:
                         error[r].mean(), "≤ 0.05", f"{power[r, 'lognormal']:.3f} | {power[r, 'normal']:.3f}"])
     return out
 
+
+
+FORMAT_TABLES = 40  # the first of the issue's tables through the report's own path (about 1 s a table and rule)
+
+
+def _old_interval(lo, hi, spec, margin=None):
+    return f"[{lo:+{spec}}, {hi:+{spec}}]"
+
+
+def _printed_rows(report, text: str, kind: str) -> dict[str, tuple[float, float, str]]:
+    """Each compared row's printed interval and verdict, read back from one format's text."""
+    out = {}
+    for row in (r for r in report.variants if r.comparison is not None and r.comparison.interval):
+        if kind == "html":
+            line = next(x for x in text.split("<tr") if f'<td class="text">{row.name}</td>' in x)
+            cells = [html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", line)]
+            cells = [re.sub(r"<[^>]+>", "", c) for c in cells]
+        else:
+            line = next(x for x in text.splitlines() if x.startswith(("| " if kind == "markdown" else "") + row.name))
+            cells = [c.strip() for c in (line.split(" | ") if kind == "markdown" else re.split(r"\s{2,}", line))]
+        at = next(i for i, c in enumerate(cells) if re.fullmatch(r"\[\S+, \S+\]", c))
+        lo, hi = (float(x) for x in cells[at].strip("[]").split(", "))
+        said = cells[at + 1].rstrip(" |")
+        out[row.name] = (lo, hi, said.split(" ", 1)[1] if kind == "markdown" else said)  # after Markdown's mark
+    return out
+
+
+def formats(seed: int = 40, tables: int = FORMAT_TABLES) -> list[list]:
+    """The issue's first tables written as sweep folders and read by ``ablate report``'s own code, before and after:
+    in each format (terminal, Markdown, the HTML verdict table, table.csv), rows whose printed interval excludes 0
+    on a side the failures cannot overturn while the printed verdict names no direction, and rows whose verdict
+    names a direction beside a printed bound on or across 0."""
+    from ablate.report import build_report, format_markdown, format_terminal
+    from ablate.report.html import variant_table
+    from ablate.report.records import table_columns, table_records, to_csv
+    from tests.report.test_verdicts import make
+
+    rng = np.random.default_rng(seed)
+    deltas = rng.uniform(-MARGIN, MARGIN, (TABLES, ROWS))
+    base, rows = _table(rng, TABLES, deltas)
+    base, rows = _fail(rng, base), [_fail(rng, x) for x in rows]
+    counts = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("before", "after"):
+            old = mock.patch.object(bounds, "interval", _old_interval) if name == "before" else \
+                contextlib.nullcontext()
+            c = {(k, f): 0 for k in ("unsaid", "unproven") for f in ("terminal", "markdown", "html", "csv")}
+            with rule(name), old:
+                for t in range(tables):
+                    values = {"base": [(s, "failed" if np.isnan(v) else float(v)) for s, v in enumerate(base[t])]}
+                    values.update({f"r{r}": [(s, "failed" if np.isnan(v) else float(v)) for s, v in enumerate(x[t])]
+                                   for r, x in enumerate(rows)})
+                    report = build_report(make(Path(tmp) / f"{name}-{t}", values,
+                                               design=Design(margin=Margin(MARGIN))))
+                    texts = {"terminal": format_terminal(report), "markdown": format_markdown(report),
+                             "html": variant_table(report, wide=False)}
+                    printed = {kind: _printed_rows(report, text, kind) for kind, text in texts.items()}
+                    written = csv.DictReader(io.StringIO(to_csv(table_columns(report), table_records(report))))
+                    printed["csv"] = {r["variant"]: (float(r["ci_low"]), float(r["ci_high"]), r["verdict"])
+                                      for r in written if r["ci_low"]}
+                    for row in (r for r in report.variants if r.comparison is not None and r.comparison.interval):
+                        cmp = row.comparison
+                        rf, runs, bf, base_runs = cmp.failed
+                        for kind, found in printed.items():
+                            lo, hi, said = found[row.name]
+                            direction = said.startswith(("better", "worse")) or \
+                                re.search(r"\((better|worse), by less", said) is not None
+                            excludes = lo > 0 or hi < 0
+                            more = (rf * base_runs > bf * runs, bf * runs > rf * base_runs)  # row, base
+                            overturn = (more[0] and hi < 0) or (more[1] and lo > 0)
+                            c["unsaid", kind] += excludes and not direction and not overturn
+                            c["unproven", kind] += direction and not excludes and not cmp.on_failures
+            counts[name] = c
+    labels = {"unsaid": "printed interval excludes 0 (not on the failures' side), no better/worse printed",
+              "unproven": "better/worse printed beside a bound printed on or across 0 (not from the failure counts)"}
+    return [[f"issue 40 setting, first {tables} tables through the report, {kind}: {label}",
+             int(counts["before"][k, kind]), "before | after", int(counts["after"][k, kind])]
+            for k, label in labels.items() for kind in ("terminal", "markdown", "html", "csv")]

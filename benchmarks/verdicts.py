@@ -15,15 +15,16 @@ prints the rates themselves, for the README.
   (compared at the last step every run reached) and by the rule before it (the survivors' final values).
 - failures and a margin (issue 40, ``_verdict_rules.py``): the issue's 400 tables counted row by row, and the family's
   error, under the failure guard before and after it (which kept only the statements the failures cannot overturn),
-  with bounds printed as before (``+.3f``) and after (``ablate.report.bounds``).
+  with bounds printed as before (``+.3f``) and after (``ablate.report.bounds``); the first 40 of those tables
+  written as sweep folders and read back from every format of ``ablate report`` (terminal, Markdown, HTML, CSV).
 - skew rules: lognormal rows against a normal base at 3 to 80 seeds, error and power of the t interval at the row's
   level (the rule), at half the level on a row flagged skewed, and at half the level on every row.
 
     python benchmarks/verdicts.py [--quick] [--only NAMES] [--record]
 
---quick: 4,000 sweeps per cell instead of 20,000; --only: some sections (coverage,equivalence,sequential,failures,
-shapes,stopped,margins,skew); --record: write every result to benchmarks/verdicts.json, the file the README's figures
-are checked against (tests/stats/test_documented.py).
+--quick: 4,000 sweeps per cell instead of 20,000 (10 tables through the report); --only: some sections
+(coverage,equivalence,sequential,failures,shapes,stopped,margins,formats,skew); --record: write every result to
+benchmarks/verdicts.json, the file the documents' figures are checked against (tests/stats/test_documented.py).
 """
 
 from __future__ import annotations
@@ -166,12 +167,16 @@ def margins(rng, sims):
     return rules.issue_counts() + rules.family_error(rng, sims)
 
 
+def through_report(rng, sims):
+    return rules.formats(tables=rules.FORMAT_TABLES if sims >= 20_000 else 10)
+
+
 def skewed(rng, sims):
     return rules.skew_rules(rng, sims)
 
 
 SECTIONS = {"coverage": coverage, "equivalence": equivalence, "sequential": sequential, "failures": failures,
-            "shapes": shapes, "stopped": stopped, "margins": margins, "skew": skewed}
+            "shapes": shapes, "stopped": stopped, "margins": margins, "formats": through_report, "skew": skewed}
 RECORD = Path(__file__).resolve().parent / "verdicts.json"
 
 
