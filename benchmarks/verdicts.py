@@ -143,8 +143,11 @@ def shapes(rng, sims):
                 wrong |= decided(j)
                 cover &= (j.lo <= 0) & (0 <= j.hi)
                 flagged |= np.abs(skew.skewness(x - base)) > skew.threshold(n)
-            rows.append([f"{label}, 3 null rows, n={n}: some verdict false | all cover", wrong.mean(), "≤ 0.05",
-                         f"{cover.mean():.3f}"])
+            if label.startswith("lognormal"):  # its error is the skew section's, beside the stricter rules
+                rows.append([f"{label}, 3 null rows, n={n}: all three intervals cover", cover.mean(), "≥ 0.95", ""])
+            else:
+                rows.append([f"{label}, 3 null rows, n={n}: some verdict false | all cover", wrong.mean(), "≤ 0.05",
+                             f"{cover.mean():.3f}"])
             rows.append([f"{label}, n={n}: some row flagged skewed", flagged.mean(), "", ""])
     return rows
 

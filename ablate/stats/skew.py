@@ -3,7 +3,7 @@ that does without it.
 
 The paired t interval assumes the per-seed differences d_s = row_s - base_s are roughly normal. Heavy tails cost it
 little (it stays conservative), but skew at a few seeds moves its error: with the row's runs lognormal and the
-base's normal, equal means, 3 seeds, some verdict of a table was false in 6.2 % of simulated tables, not 5 %.
+base's normal, equal means, 3 seeds, some verdict of a table was false in 6.1 % of simulated tables, not 5 %.
 
 - **skewness**: the adjusted Fisher-Pearson sample skewness G1 of the differences (``scipy.stats.skew(bias=False)``),
   with 3 pairs or more. A row is flagged *skewed* when |G1| is beyond what normal differences reach in 1 % of sweeps

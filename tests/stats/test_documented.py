@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from ablate.report.table import judge_runs
+from ablate.stats import skew
 from tests.stats import test_stopped
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,9 +35,12 @@ def test_the_survivors_only_rates_of_hyperband_sweeps_read_the_same_everywhere()
 
 
 def test_the_readmes_calibration_figures_are_the_records():
-    """Every README line of "How sure is this?" that quotes verdicts.py: the power table and what was simulated."""
+    """Every README line of "How sure is this?" that quotes verdicts.py (the power table and what was simulated),
+    the look-again rule's rate in its prose, and the skew module's rate at 3 seeds."""
     for line in _verdict_docs.readme_rows(RECORD):
         assert line in DOCS, line
+    skewed = RECORD["skewed, n=3, t at the row's level: some verdict false | power at 1 sd, lognormal | normal"][0]
+    assert f"some verdict of a table was false in {100 * skewed:.1f} %" in " ".join(skew.__doc__.split())
     looked_again = re.findall(r"ended in a false verdict in ([\d.]+) %", " ".join(DOCS.split()))
     assert looked_again == [f"{100 * RECORD['old rule: fixed test after each added seed, 3→10']:.1f}"]
 
