@@ -8,6 +8,7 @@ factor depends on the other.
 
 from __future__ import annotations
 
+from ablate.report import bounds
 from ablate.stats.factorial import INTERACTION, WITHIN
 from ablate.report.table import Effect, Report, Trend
 from ablate.report.text import FORMATS, NUMBER, format_count, label, pairs_text
@@ -18,7 +19,7 @@ DECIDED = ("better", "worse")
 
 
 def interval_cell(c: Comparison | None, spec: str) -> str:
-    return f"[{c.interval[0]:+{spec}}, {c.interval[1]:+{spec}}]" if c is not None and c.interval else "—"
+    return bounds.interval(*c.interval, spec, c.margin) if c is not None and c.interval else "—"
 
 
 def p_cell(c: Comparison | None) -> str:
@@ -40,7 +41,7 @@ def verdict_cell(effect: Effect, spec: str) -> str:
             return f"no interaction beyond ±{c.margin:{spec}}{small}"
     text = c.statement
     if c.verdict == "undecided" and c.resolved is not None:
-        text += f" (|Δ| < {c.resolved:{spec}})"
+        text += f" (|Δ| < {bounds.bound(c.resolved, spec, bounds.lines(c.margin))})"
     return text + (" (interim)" if c.interim else "")
 
 

@@ -13,7 +13,7 @@ import statistics
 
 from matplotlib.figure import Figure
 
-from ablate.report import badges
+from ablate.report import badges, bounds
 from ablate.report.plots import BASE_COLOR, _label, _placeholder, to_svg
 from ablate.report.table import Report
 
@@ -77,7 +77,7 @@ def deltas_svg(report: Report) -> str:
         if left <= diff <= right:
             ax.plot([diff], [y], "o", ms=6, color=colour)
         if lo < left or hi > right:  # cut: its numbers beside the arrow
-            text = f"Δ {diff:+.3g}" + (f" [{lo:+.3g}, {hi:+.3g}]" if c.interval else "")
+            text = f"Δ {diff:+.3g}" + (f" {bounds.interval(lo, hi, '+.3g', c.margin)}" if c.interval else "")
             at_right = hi > right
             ax.annotate(text, (right if at_right else left, y), xytext=(-10 if at_right else 10, 7),
                         textcoords="offset points", ha="right" if at_right else "left", fontsize=8, color=colour)

@@ -277,9 +277,10 @@ def judge_runs(contrast: Contrast, rows: dict[str, VariantRow], ended: dict[str,
 
     Runs stopped early (hyperband) are outcomes of a known kind: a stopped run has no final value, and the runs that
     went on are the ones that looked better, so comparing those alone would favour the side whose runs were stopped
-    more often (a row noisier than the base was called *better* in 9% of null tables at 10 seeds). Once any run of
-    the contrast's cells was stopped, every cell is compared at the last step that all their finished and stopped
-    runs logged, where no run has been selected away; with no such step, no verdict, and the reason.
+    more often (a row noisier than the base was called *better* in 11% of null tables at 10 seeds:
+    benchmarks/verdicts.json). Once any run of the contrast's cells was stopped, every cell is compared at the last
+    step that all their finished and stopped runs logged, where no run has been selected away; with no such step, no
+    verdict, and the reason.
     """
     runs = [run for v in contrast.cells for run in rows[v].runs]
     interim = any(going(rows[v]) for v in contrast.cells)

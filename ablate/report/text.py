@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ablate.report import bounds
 from ablate.report.table import BLEU, LEAKS, LENGTH, TEST_BLEU, Report, Stat, VariantRow
 from ablate.runs.status import Status
 from ablate.stats.compare import Comparison
@@ -138,11 +139,11 @@ def verdict_text(report: Report, row: VariantRow, spec: str = ".3g") -> str:
     text = c.verdict
     if c.on_failures:
         text += " (fails more often)" if c.verdict == "worse" else " (fails less often)"
-    elif c.verdict == "undecided" and c.failed[0] * c.failed[3] != c.failed[2] * c.failed[1]:
+    elif c.interval and c.failed[0] * c.failed[3] != c.failed[2] * c.failed[1]:  # read off one side of the interval
         text += " (fails more often)" if c.failed[0] * c.failed[3] > c.failed[2] * c.failed[1] else \
             " (the base fails more often)"
     elif c.verdict == "undecided" and c.resolved is not None:
-        text += f" (|Δ| < {c.resolved:{spec}})"
+        text += f" (|Δ| < {bounds.bound(c.resolved, spec, bounds.lines(c.margin))})"
     elif c.detail:  # inside the margin, yet not 0
         text = c.statement
     if c.step is not None:
@@ -174,7 +175,7 @@ def comparison_cells(report: Report, row: VariantRow, spec: str) -> list[str]:
     c = row.comparison
     if c is None:
         return ["—", "—", "—", LEAKS if row.leaks_labels else "—", "", "", *[""] * extra]
-    interval = f"[{c.interval[0]:+{spec}}, {c.interval[1]:+{spec}}]" if c.interval else "—"
+    interval = bounds.interval(*c.interval, spec, c.margin) if c.interval else "—"
     p = "—" if c.p is None else (f"{c.p:.3f}" if c.p >= 0.001 else "<0.001")
     cells = [interval, p, c.better or "—", verdict_text(report, row), pairs_text(c),
              "" if c.detectable is None else f"{c.detectable:{spec}}"]
@@ -211,9 +212,10 @@ def legend(report: Report) -> str:
         text += (f" seeds for ±{d.margin} (rows not yet decided): seeds a fixed design needs to decide the margin "
                  f"with {POWER:.0%} power (sd as observed – at its upper bound).")
     if any(row.n_failed for row in report.variants):
-        text += (" A row that fails more often than the base is never found better from its survivors alone (nor the "
-                 "base from its); once a row or the base has a failed run, half of its remaining error goes to "
-                 "Fisher's exact test of the failure counts, which can decide the row on that ground.")
+        text += (" A row that fails more often than the base is never found better, equivalent or not worse from its "
+                 "survivors alone, its luckier seeds (nor the base from its); what they prove against it stands. Once "
+                 "a row or the base has a failed run, half of its remaining error goes to Fisher's exact test of the "
+                 "failure counts, which can decide the row on that ground.")
     if any(c.interim for row in report.variants if (c := row.comparison)):
         text += " interim: runs are still going; the verdict is final once every planned run has ended."
     if any(LENGTH.match(k) for k in report.metric_keys):

@@ -118,8 +118,12 @@ def _reason(j: Judgement, paired: bool, code: int) -> str:
     if code == V.CANNOT_TEST:
         return "every seed moved by the same amount: no spread to test against" if paired else \
             "no spread in either row's values: nothing to test against"
-    if rf * base_runs != bf * runs:
-        return counts + ": the side that fails more is not judged on its survivors alone"
+    if rf * base_runs > bf * runs:
+        return counts + (": its survivors are its luckier seeds, so they can show it worse or not better, never "
+                         "better, equivalent or not worse")
+    if rf * base_runs < bf * runs:
+        return counts + (": the base's survivors are its luckier seeds, so against them the row can be shown better "
+                         "or not worse, never worse, equivalent or not better")
     return ""
 
 

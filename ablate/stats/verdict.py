@@ -12,9 +12,12 @@ In terms of the improvement I (-Δ when the goal is to minimize, Δ to maximize)
 checked in that order; without a margin only better / worse / undecided. Every verdict is a statement about Δ that
 the interval proves, so they are wrong together no more often than the intervals fail to cover.
 
-Failed runs are outcomes (:func:`guard`): the side that fails more often cannot be found at least as good from the
-runs that survived (they are its luckier seeds), and an exact test on the failure counts can call a row worse (or
-better) on that ground alone.
+Failed runs are outcomes (:func:`guard`): the side that fails more often is judged on its survivors, its luckier
+seeds, which flatter it. Its survivors still bound it from the other side: a row that fails more often and whose
+survivors are worse than the base is worse (the failed seeds could only have made it worse still), and it can be *not
+better*; it is never *better*, *equivalent* or *not worse* on its survivors. So the guard drops the interval's bound
+on that side alone and reads the verdict off what remains: everything the interval proves that the failures cannot
+overturn is kept. An exact test on the failure counts can also call a row worse (or better) on that ground alone.
 """
 
 from __future__ import annotations
@@ -24,8 +27,6 @@ import numpy as np
 BETTER, WORSE, EQUIVALENT, NOT_WORSE, NOT_BETTER, UNDECIDED, CANNOT_TEST, TOO_FEW = range(8)
 NAMES = ("better", "worse", "equivalent", "not worse", "not better", "undecided", "cannot test", "too few seeds")
 DECIDED = (BETTER, WORSE, EQUIVALENT)  # a sequential design stops adding seeds to a row with one of these
-FAVOURS_ROW = (BETTER, EQUIVALENT, NOT_WORSE)  # claims the row is at least as good as the base, within the margin
-FAVOURS_BASE = (WORSE, EQUIVALENT, NOT_BETTER)
 
 
 def from_interval(lo: np.ndarray, hi: np.ndarray, goal: str, margin: float | np.ndarray | None) -> np.ndarray:
@@ -38,25 +39,29 @@ def from_interval(lo: np.ndarray, hi: np.ndarray, goal: str, margin: float | np.
     return np.select(conditions, [EQUIVALENT, BETTER, WORSE, NOT_WORSE, NOT_BETTER], UNDECIDED)
 
 
-def guard(codes: np.ndarray, row_failed: np.ndarray, row_runs: np.ndarray, base_failed: np.ndarray,
-          base_runs: np.ndarray) -> np.ndarray:
-    """Withhold the verdicts that the side failing more often would get from its survivors alone.
+def guard(lo: np.ndarray, hi: np.ndarray, goal: str, margin: float | np.ndarray | None, row_failed: np.ndarray,
+          row_runs: np.ndarray, base_failed: np.ndarray, base_runs: np.ndarray) -> np.ndarray:
+    """The verdict codes of intervals [lo, hi] of Δ once the failures had their say (see the module docstring).
 
     Args:
-        codes: verdicts from the intervals.
+        lo, hi, goal, margin: as for :func:`from_interval`.
         row_failed, row_runs: the row's failed runs and its runs that ended (failed or finished), at the look.
         base_failed, base_runs: the same for the base.
 
     Returns:
-        ``codes`` with *better*, *equivalent* and *not worse* made *undecided* where the row failed at a higher
-        rate than the base, and *worse*, *equivalent* and *not better* where the base did.
+        :func:`from_interval`'s codes, where the row failed at a higher rate than the base read off the interval
+        without the bound that says how good the row is (so *better*, *equivalent* and *not worse* are withheld,
+        *worse* and *not better* kept, an *equivalent* interval that excludes 0 is *worse*), and where the base
+        failed more, without the bound that says how good the base is.
     """
     row_rate = np.asarray(row_failed) * np.asarray(base_runs)  # cross-multiplied: no division by zero runs
     base_rate = np.asarray(base_failed) * np.asarray(row_runs)
-    codes = np.array(codes, copy=True)
-    codes[(row_rate > base_rate) & np.isin(codes, FAVOURS_ROW)] = UNDECIDED
-    codes[(base_rate > row_rate) & np.isin(codes, FAVOURS_BASE)] = UNDECIDED
-    return codes
+    row_more, base_more = row_rate > base_rate, base_rate > row_rate
+    if goal == "minimize":  # Δ's upper bound says how good the row is, its lower bound how good the base is
+        lo, hi = np.where(base_more, -np.inf, lo), np.where(row_more, np.inf, hi)
+    else:
+        lo, hi = np.where(row_more, -np.inf, lo), np.where(base_more, np.inf, hi)
+    return from_interval(lo, hi, goal, margin)
 
 
 def name(code: int) -> str:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pytest
 
@@ -79,3 +81,18 @@ def test_a_statement_names_a_direction_exactly_when_the_interval_excludes_0():
 @pytest.mark.parametrize("code", [V.BETTER, V.WORSE, V.NOT_WORSE, V.NOT_BETTER, V.UNDECIDED])
 def test_only_equivalent_takes_a_qualifier(code):
     assert V.qualifier(code, 0.01, 0.02, "minimize") == ""
+
+
+def test_a_row_that_fails_more_and_whose_survivors_are_worse_says_worse_in_every_format(tmp_path):
+    """The issue's example through the report: the row failed 2 of 10 runs, the base none, its survivors are worse
+    inside the margin. Every format says *worse* with the failure note, and the reason under the table."""
+    base = [(s, 2.0 + 0.01 * ((s * 7) % 5)) for s in range(10)]
+    row = [(s, "failed" if s in (3, 7) else v + 0.02 + 0.004 * ((s * 3) % 4 - 1.5)) for s, v in base]
+    report = build_report(make(tmp_path, {"base": base, "w": row}, design=Design(margin=Margin(0.06))))
+    c = next(r for r in report.variants if r.name == "w").comparison
+    assert c.verdict == "worse" and 0 < c.interval[0] < c.interval[1] < 0.06
+    said = "worse (fails more often)"
+    for text in (format_terminal(report), format_markdown(report), render_html(report)):
+        text = html.unescape(text)
+        assert said in text and "2/10 failed vs the base's 0/10: its survivors are its luckier seeds" in text
+    assert ",worse," in write_report(report, tmp_path / "out")["table.csv"].read_text()
