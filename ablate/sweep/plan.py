@@ -28,7 +28,8 @@ from ablate.model.diff import module_changes
 from ablate.model.flops import count_flops
 from ablate.model.meta import build_on_meta
 from ablate.runs.files import config_hash, read_json, write_json
-from ablate.stats.factorial import Factorial, factors_of
+from ablate.runs.study import sweep_group, tag
+from ablate.stats.factorial import ROW, Factorial, factors_of
 from ablate.sweep.match import Match, budget_of, solve
 from ablate.sweep.spec import Point, Sweep, _yaml_value
 
@@ -66,8 +67,11 @@ def _overrides(point: Point) -> list[str]:
 def run_config(sweep: Sweep, overrides: list[str], run_dir: Path | None, extra: list[str] = (),
                labels: list[str] = ()) -> DictConfig:
     """The validated config of one run: base file, base overrides, CLI extras, then the run's own values, then
-    ablate's bookkeeping (W&B group, name and tags; the run directory)."""
-    tail = [f"wandb.group={_yaml_value(sweep.name)}", *labels] + ([f"output_dir={run_dir}"] if run_dir else [])
+    ablate's bookkeeping (W&B group, name, tags and study; the run directory). ``run_dir``: the run's folder in its
+    sweep's, ``<sweep_dir>/runs/<id>``; the W&B group is the sweep folder's (:func:`sweep_group`), the sweep's name
+    without one."""
+    group = sweep_group(Path(run_dir).parent.parent, sweep.name) if run_dir else sweep.name
+    tail = [f"wandb.group={_yaml_value(group)}", *labels] + ([f"output_dir={run_dir}"] if run_dir else [])
     tail += [f"wandb.{k}={_yaml_value(v)}" for k, v in (("project", sweep.project), ("entity", sweep.entity)) if v]
     source = str(sweep.path)
     layers = [(source, sweep.base_overrides), ("command line", extra), (source, overrides), (INTERNAL, tail)]
@@ -164,9 +168,11 @@ class Planner:
         if match is not None:
             matched = _solve(sweep, match, point, self.stratum_base(point), self.extra, self.solved)
             overrides.append(f"{match.by}={matched['value']}")
-        changed = [k for k, v in point.values.items() if OmegaConf.select(self.base, k) != v]
+        changed = [tag(k, v) for k, v in point.values.items() if OmegaConf.select(self.base, k) != v]
         label = point.variant + (f", seed={point.seed}" if point.seed is not None else "")
-        labels = [f"wandb.name={_yaml_value(label)}", f"wandb.tags={_yaml_value(changed)}"]
+        study = {**_plain(point.factors), ROW: point.row, "variant": point.variant, "seed": point.seed}
+        labels = [f"wandb.name={_yaml_value(label)}", f"wandb.tags={_yaml_value(changed)}",
+                  f"wandb.study={_yaml_value(study)}"]
         return run_config(sweep, overrides, None, self.extra, labels), overrides, labels, matched
 
 
