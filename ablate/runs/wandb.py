@@ -28,6 +28,7 @@ from ablate.config.schema import Logger as LoggerKind
 from ablate.config.schema import WandbMode
 from ablate.errors import ConfigError
 from ablate.runs.files import config_hash, read_result, write_atomic
+from ablate.runs.metrics import steps_done
 from ablate.runs.status import Status
 
 MODES = tuple(m.value for m in WandbMode)
@@ -171,13 +172,13 @@ class _RunLogger(WandbLogger):
     finishes the run, with the outcome from ``result.json``, when :func:`ablate.train.run.train` finalizes it.
 
     A run's W&B history holds each step once, however often it was killed and resumed. Every value is logged at
-    :data:`STEP_METRIC`, the optimiser steps done (Lightning passes the 0-based index of the last step trained: the
-    validation after 30 steps comes as 29), as W&B's own step too. Online, a resumed run continues the server's
-    history: the steps it already holds (trained again after the checkpoint, to the same values) are not sent twice.
-    Offline, wandb cannot resume (each attempt writes a folder of its own, from step 0, and ``wandb sync`` of a second
-    folder of one id writes over the first's history): the resumed attempt first logs again, from the CSV logs, every
-    row of the earlier attempts before its first step, so that its folder holds the whole history, and the earlier
-    folders are listed in ``wandb/ablate-superseded`` for :func:`sync` to leave out.
+    :data:`STEP_METRIC`, the optimiser steps done (:func:`ablate.runs.metrics.steps_done`), as W&B's own step too.
+    Online, a resumed run continues the server's history: the steps it already holds (trained again after the
+    checkpoint, to the same values) are not sent twice. Offline, wandb cannot resume (each attempt writes a folder of
+    its own, from step 0, and ``wandb sync`` of a second folder of one id writes over the first's history): the
+    resumed attempt first logs again, from the CSV logs, every row of the earlier attempts before its first step, so
+    that its folder holds the whole history, and the earlier folders are listed in ``wandb/ablate-superseded`` for
+    :func:`sync` to leave out.
     """
 
     def __init__(self, *, run_dir: Path, **kwargs: Any):
@@ -202,7 +203,7 @@ class _RunLogger(WandbLogger):
     def log_metrics(self, metrics: Any, step: int | None = None) -> None:
         if step is None:  # outside training: no step to place it at
             return super().log_metrics(metrics, step)
-        done = step + 1
+        done = steps_done(step)
         run = self.experiment
         if self._first_step is None:
             self._first_step = done
@@ -218,8 +219,8 @@ class _RunLogger(WandbLogger):
         from ablate.runs.files import read_metrics
 
         run = self.experiment
-        for row in read_metrics(self._run_dir):
-            done = int(row.pop("step", -1)) + 1
+        for row in read_metrics(self._run_dir):  # metrics.csv's steps are steps done too (:class:`StepsDoneCSV`)
+            done = int(row.pop("step", -1))
             if 0 < done < first:
                 run.log({**row, STEP_METRIC: done}, step=done)
         here = Path(run.settings.sync_dir).resolve()

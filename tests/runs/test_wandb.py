@@ -137,12 +137,12 @@ def test_a_killed_and_resumed_run_syncs_one_history_with_each_step_once(resumed_
     is superseded: ablate sync uploads the second alone."""
     first, second = _segments(resumed_run)
     steps = [row["_step"] for row in second.history]
-    csv: dict[int, dict] = {}  # the CSV logger's rows, merged by step (Lightning's 0-based step + 1)
+    csv: dict[int, dict] = {}  # the CSV logger's rows, merged by step
     for r in wb_files.read_metrics(resumed_run / "run"):
-        csv.setdefault(int(r["step"]) + 1, {}).update(r)
+        csv.setdefault(int(r["step"]), {}).update(r)
     assert steps == sorted(set(steps)) == sorted(csv) and steps[-1] == 9  # each logged step once, in order
     for row in second.history:  # every value is the one the CSV logger got at that step
-        assert all(csv[row["step"]][k] == v for k, v in row.items() if k in csv[row["step"]] and k != "step")
+        assert all(csv[row["step"]][k] == v for k, v in row.items() if k in csv[row["step"]])
         assert {k for k in row if not k.startswith("_")} == set(csv[row["step"]])
     for row in first.history:  # and the first attempt's rows, of the steps before its checkpoint, are all there
         same = next(r for r in second.history if r["step"] == row["step"])

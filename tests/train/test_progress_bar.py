@@ -34,7 +34,7 @@ def _run(tmp: Path, capsys) -> tuple[Path, dict[int, set[str | None]]]:
 def test_off_a_terminal_the_bar_is_drawn_at_the_first_the_logged_and_the_last_step(tmp_path, capsys):
     run_dir, drawn = _run(tmp_path / "log", capsys)
     assert sorted(drawn) == [0, 1, 4, 8, 10]  # 0: the epoch's start
-    logged = {int(r["step"]) + 1: r["train/loss"] for r in read_metrics(run_dir) if r.get("train/loss") is not None}
+    logged = {int(r["step"]): r["train/loss"] for r in read_metrics(run_dir) if r.get("train/loss") is not None}
     assert sorted(logged) == [4, 8, 10]
     for step, loss in logged.items():
         assert Tqdm.format_num(loss) in drawn[step]  # the loss logged at that very step
