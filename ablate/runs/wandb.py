@@ -12,12 +12,10 @@ import hashlib
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.loggers import WandbLogger
@@ -29,6 +27,7 @@ from ablate.config.schema import WandbMode
 from ablate.errors import ConfigError
 from ablate.runs.files import config_hash, read_result, write_atomic
 from ablate.runs.metrics import steps_done
+from ablate.runs.wandb_offline import SUPERSEDED_FILE, offline_folders, offline_runs, server_unreachable
 from ablate.runs.status import Status
 
 MODES = tuple(m.value for m in WandbMode)
@@ -38,8 +37,8 @@ STEP_METRIC = "step"  # every metric's x-axis: optimiser steps done, result.json
 SUMMARIES = {"val/loss": "min", "val/ppl": "min", "val/acc": "max", "val/bleu": "max", "test/bleu": "max"}
 RESULT_KEYS = ("status", "step", "parameters", "tokens_per_s", "train_tokens", "wall_time_s", "error")
 RUN_ID_FILE = Path("wandb") / "ablate-run-id"
-SUPERSEDED_FILE = Path("wandb") / "ablate-superseded"  # offline segments a later one holds whole: never uploaded
-CONNECT_TIMEOUT = 5.0  # seconds ablate sync waits for the W&B server to answer before it says the network is down
+
+
 STUDY = "wandb.study."  # the flat config's copy of the study, put at the top of the W&B config instead
 
 
@@ -135,11 +134,6 @@ def wandb_config(cfg: DictConfig) -> dict[str, Any]:
     flat = {k: v for k, v in flatten(cfg).items() if not k.startswith(STUDY)}
     study = OmegaConf.to_container(cfg.wandb.study, resolve=True) if cfg.wandb.get("study") else {}
     return {**flat, **({"sweep": cfg.wandb.group or cfg.name} if study else {}), **study}
-
-
-def offline_folders(wandb_dir: Path, run: str) -> list[Path]:
-    """The offline folders of W&B run ``run`` under ``wandb_dir`` (``offline-run-<time>-<id>``), oldest first."""
-    return sorted(Path(wandb_dir).glob(f"offline-run-*-{run}"), key=lambda f: f.name)
 
 
 def run_id(cfg: DictConfig, run_dir: Path) -> str:
@@ -376,44 +370,12 @@ def log_table(*, project: str, entity: str | None, group: str, name: str, column
     run.finish()
 
 
-def _superseded(folder: Path) -> bool:
-    """Whether a later offline folder of the same run holds this one's history whole (:class:`_RunLogger`)."""
-    listed = folder.parent.parent / SUPERSEDED_FILE
-    return listed.is_file() and folder.name in listed.read_text().split()
-
-
-def offline_runs(paths: list[Path]) -> list[Path]:
-    """The ``offline-run-*`` folders under ``paths`` (searched recursively) with a ``.wandb`` file not
-    yet uploaded (no ``.wandb.synced`` marker beside it) and not superseded by a resumed attempt's, oldest first."""
-    found: set[Path] = set()
-    for path in map(Path, paths):
-        found.update(run for run in [path, *path.rglob("offline-run-*")]
-                     if run.name.startswith("offline-run-") and run.is_dir())
-    pending = [run for run in found if any(not Path(f"{f}.synced").exists() for f in run.glob("*.wandb"))
-               and not _superseded(run)]
-    return sorted(pending, key=lambda run: (run.name, str(run)))  # the name starts with the start time
-
-
-def server_unreachable(timeout: float = CONNECT_TIMEOUT) -> str | None:
-    """Why the W&B server (``WANDB_BASE_URL``, or ``wandb login --host``'s) cannot be reached, in words; None when a
-    connection to it opens within ``timeout`` seconds. Nothing is sent."""
-    from wandb.sdk import wandb_setup
-
-    url = urlsplit(os.environ.get("WANDB_BASE_URL") or wandb_setup.singleton().settings.base_url)
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        socket.create_connection((url.hostname, port), timeout=timeout).close()
-    except OSError as exc:
-        why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-        return f"{url.scheme}://{url.netloc} cannot be reached ({why})"
-    return None
-
-
 def sync(paths: list[Path]) -> int:
     """Upload the offline W&B runs under ``paths`` with ``wandb sync`` (segments of a resumed run in order).
 
     Sync needs an API key and the W&B server (``WANDB_BASE_URL``, default https://api.wandb.ai) reachable: without
-    the network it fails within seconds (:data:`CONNECT_TIMEOUT`), in one line, uploading nothing.
+    the network it fails within seconds (:data:`ablate.runs.wandb_offline.CONNECT_TIMEOUT`), in one line, uploading
+    nothing.
 
     Args:
         paths: run directories, sweep directories, or any folders holding them.

@@ -16,12 +16,13 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, read_write
 from torch import nn
 
 from ablate.config import load_config
 from ablate.config.load import INTERNAL
 from ablate.config.reads import effective
+from ablate.config.schema import Logger
 from ablate.errors import ConfigError
 from ablate.model import count_parameters
 from ablate.model.diff import module_changes
@@ -68,17 +69,20 @@ def run_config(sweep: Sweep, overrides: list[str], run_dir: Path | None, extra: 
                labels: list[str] = ()) -> DictConfig:
     """The validated config of one run: base file, base overrides, CLI extras, then the run's own values, then
     ablate's bookkeeping (W&B group, name, tags and study; the run directory). ``run_dir``: the run's folder in its
-    sweep's, ``<sweep_dir>/runs/<id>``; the W&B group is the sweep folder's (:func:`sweep_group`), the sweep's name
-    without one."""
-    group = sweep_group(Path(run_dir).parent.parent, sweep.name) if run_dir else sweep.name
-    tail = [f"wandb.group={_yaml_value(group)}", *labels] + ([f"output_dir={run_dir}"] if run_dir else [])
+    sweep's, ``<sweep_dir>/runs/<id>``; a run that logs to W&B is in the sweep folder's group (:func:`sweep_group`),
+    otherwise in the sweep's name."""
+    tail = [f"wandb.group={_yaml_value(sweep.name)}", *labels] + ([f"output_dir={run_dir}"] if run_dir else [])
     tail += [f"wandb.{k}={_yaml_value(v)}" for k, v in (("project", sweep.project), ("entity", sweep.entity)) if v]
     source = str(sweep.path)
     layers = [(source, sweep.base_overrides), ("command line", extra), (source, overrides), (INTERNAL, tail)]
     try:
-        return load_config(sweep.base_config, layers=layers, source=source)
+        cfg = load_config(sweep.base_config, layers=layers, source=source)
     except ConfigError as err:
         raise err.at(source) from None
+    if run_dir is not None and cfg.logger == Logger.wandb:
+        with read_write(cfg):
+            cfg.wandb.group = sweep_group(Path(run_dir).parent.parent, sweep.name)
+    return cfg
 
 
 def plan_sweep(sweep: Sweep, sweep_dir: Path, extra: list[str] = ()) -> list[PlannedRun]:

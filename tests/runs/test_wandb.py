@@ -8,6 +8,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import ablate
 from ablate.errors import ConfigError
 from ablate.runs import files as wb_files
 from ablate.runs import wandb as wb
+from ablate.runs import wandb_offline as offline
 from ablate.train import run as run_module
 from ablate.train.run import train
 from tests.conftest import TINY
@@ -148,7 +150,7 @@ def test_a_killed_and_resumed_run_syncs_one_history_with_each_step_once(resumed_
         same = next(r for r in second.history if r["step"] == row["step"])
         assert row["step"] > 6 or all(same[k] == v for k, v in row.items() if not k.startswith("_"))
     folders = sorted((resumed_run / "run" / "wandb").glob("offline-run-*"))
-    assert wb.offline_runs([resumed_run / "run"]) == folders[1:]
+    assert offline.offline_runs([resumed_run / "run"]) == folders[1:]
 
 
 def test_scores_from_after_training_join_the_same_wandb_run(resumed_run, no_credentials, tmp_path):
@@ -241,7 +243,7 @@ def test_every_report_of_a_sweep_folder_updates_its_one_report_run_in_place(no_c
         wb.log_table(project="ablate", entity=None, group="mysweep-1a2b3c4d", name="mysweep-report",
                      columns=["variant", "val/ppl"], rows=rows, save_dir=in_tmp / "report")
         wandb.teardown()
-    (folder,) = wb.offline_runs([in_tmp / "report"])
+    (folder,) = offline.offline_runs([in_tmp / "report"])
     log = RunLog(next(folder.glob("run-*.wandb")))
     assert log.run.run_id == wb.report_run_id("ablate", None, "mysweep-1a2b3c4d")
     (row,) = [r for r in log.history if "report/table" in r]
@@ -323,8 +325,18 @@ def test_sync_without_the_network_fails_fast_in_one_line(no_credentials, monkeyp
     _offline_run(tmp_path, "20260101_000000")
     start = time.monotonic()
     assert wb.sync([tmp_path]) == 1
-    assert time.monotonic() - start < wb.CONNECT_TIMEOUT + 5
+    assert time.monotonic() - start < offline.CONNECT_TIMEOUT + 5
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("ablate: error: network unreachable: the W&B server "
                                                    f"http://127.0.0.1:{port} cannot be reached")
     assert "sync needs it and an API key" in err and no_subprocess == []
+
+
+def test_a_server_that_never_answers_is_unreachable_within_the_timeout(monkeypatch):
+    """A black-holed network (or a resolver that cannot be reached) never answers: the deadline holds for the name's
+    lookup and the connection together."""
+    never = threading.Event()
+    monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.invalid")
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: never.wait())
+    assert offline.server_unreachable(timeout=0.2) == "https://wandb.invalid cannot be reached (timed out)"
+    never.set()

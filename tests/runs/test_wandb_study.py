@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import wandb
 
-from ablate.runs import wandb as wb
+from ablate.runs import wandb_offline as offline
 from tests.conftest import ablate_here
 from tests.runs.test_wandb import _no_credentials
 from tests.runs.wandb_records import RunLog
@@ -79,7 +79,7 @@ def test_every_run_carries_its_study_as_values_a_dashboard_groups_by(studied):
     group = (sweep_dir / "wandb" / "ablate-group").read_text().strip()
     assert group.startswith("study-")
     for log in _runs(sweep_dir):
-        entry = plan[Path(log.run.display_name and log.config["output_dir"]).name]
+        entry = plan[Path(log.config["output_dir"]).name]
         assert log.run.run_group == log.config["sweep"] == group
         assert (log.config["row"], log.config["variant"], log.config["seed"]) == (entry["variant"],) * 2 + (
             entry["seed"],)
@@ -92,17 +92,17 @@ def test_two_folders_of_one_sweep_have_their_own_group_and_report_run(studied):
     folders = [studied / "sweeps" / "study", studied / "other"]
     groups = [{log.run.run_group for log in _runs(f)} for f in folders]
     assert all(len(g) == 1 for g in groups) and groups[0] != groups[1]
-    reports = [wb.offline_runs([f / "report"]) for f in folders]
+    reports = [offline.offline_runs([f / "report"]) for f in folders]
     assert [len(r) for r in reports] == [1, 1]  # two `ablate report` calls each: one report run, updated in place
     logs = [RunLog(next(r[0].glob("run-*.wandb"))) for r in reports]
     assert logs[0].run.run_id != logs[1].run.run_id
     assert [log.run.run_group for log in logs] == [next(iter(g)) for g in groups]
-    assert len(wb.offline_runs([studied])) == 2 * 4 + 2  # what ablate sync would upload: 8 runs, 2 reports
+    assert len(offline.offline_runs([studied])) == 2 * 4 + 2  # what ablate sync would upload: 8 runs, 2 reports
 
 
 def test_the_report_table_in_wandb_has_each_column_once_and_the_reports_means(studied):
     sweep_dir = studied / "sweeps" / "study"
-    (folder,) = wb.offline_runs([sweep_dir / "report"])
+    (folder,) = offline.offline_runs([sweep_dir / "report"])
     log = RunLog(next(folder.glob("run-*.wandb")))
     (row,) = [r for r in log.history if "report/table" in r]
     table = json.loads((folder / "files" / row["report/table"]["path"]).read_text())
