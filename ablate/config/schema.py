@@ -170,7 +170,9 @@ class WandbConfig:
     group: Optional[str] = None  # the sweep's name
     name: Optional[str] = None  # the run's name: the values that differ from the base
     job_type: str = "train"
-    tags: List[str] = field(default_factory=list)  # the factors changed
+    tags: List[str] = field(default_factory=list)  # a sweep's: each key the run changes, with its value (key=value)
+    # A sweep run's place in its study (row, variant, seed, its level of each factor): top-level W&B config keys
+    study: Dict[str, Any] = field(default_factory=dict)
     mode: WandbMode = WandbMode.auto
 
 

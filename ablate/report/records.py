@@ -16,9 +16,10 @@ def _stat_fields(stat: Stat | None) -> list[Any]:
     return [stat.mean, stat.std, stat.n] if stat else [None, None, 0]
 
 
+# row_failed, row_runs, base_failed, base_runs: the runs the comparison's look counts (``failed`` is every run's)
 COMPARISON = ("ci_low", "ci_high", "ci_level", "p_adj", "paired", "pairs", "seeds_better", "verdict", "decided_at",
-              "detectable_delta", "margin", "seeds_for_margin_low", "seeds_for_margin_high", "failed", "ended",
-              "base_failed", "base_ended", "failure_p", "compared_at_step", "skew", "skewed", "sign_flip_p",
+              "detectable_delta", "margin", "seeds_for_margin_low", "seeds_for_margin_high", "row_failed",
+              "row_runs", "base_failed", "base_runs", "failure_p", "compared_at_step", "skew", "skewed", "sign_flip_p",
               "leaks_labels", "matched_by", "matched_value")
 
 

@@ -12,9 +12,21 @@ import difflib
 import math
 import re
 
-LOGGED = ("val/loss", "val/ppl", "val/acc", "val/bleu", "train/loss", "train/tokens_per_s", "lr-Adam")
+LR = "train/lr"  # the learning rate of each step (Lightning's LearningRateMonitor, under the scheduler's name)
+TOKENS_PER_S = "train/tokens_per_s"  # target tokens per second over the last train.log_every steps
+LOGGED = ("val/loss", "val/ppl", "val/acc", "val/bleu", "train/loss", TOKENS_PER_S, LR)
+# Curves: their last value is no result of the run (result.json's final leaves them out). A run's throughput is
+# result.json's tokens_per_s: every target token over every second of training (validation excluded), all attempts.
+CURVES = (LR, TOKENS_PER_S)
 EVALUATED = re.compile(r"^(test/bleu|val/(loss|ppl)@\d+x)$")
 AUXILIARY = re.compile(r"^(train|val)/aux/[A-Za-z0-9_]+$")  # a component's auxiliary loss (ablate.components.auxiliary)
+
+
+def steps_done(logged: int) -> int:
+    """The step a value belongs to, as every ablate record counts it (result.json's ``step``, W&B's ``step``,
+    metrics.csv's ``step``, the report's curves): optimiser steps done, 1 for the first step. Lightning passes its
+    loggers the 0-based index of the last step trained (the validation after 30 steps comes as 29)."""
+    return logged + 1
 
 
 def known(name: str) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,15 +26,20 @@ from ablate.config.schema import Logger as LoggerKind
 from ablate.config.schema import WandbMode
 from ablate.errors import ConfigError
 from ablate.runs.files import config_hash, read_result, write_atomic
+from ablate.runs.metrics import steps_done
+from ablate.runs.wandb_offline import SUPERSEDED_FILE, offline_folders, offline_runs, server_unreachable
 from ablate.runs.status import Status
 
 MODES = tuple(m.value for m in WandbMode)
 _ENV_MODES = {"online": "online", "run": "online", "offline": "offline", "dryrun": "offline", "disabled": "disabled",
               "shared": "shared"}  # what wandb accepts in WANDB_MODE
-STEP_METRIC = "trainer/global_step"  # WandbLogger's x-axis for every metric
+STEP_METRIC = "step"  # every metric's x-axis: optimiser steps done, result.json's step (W&B's own _step is the same)
 SUMMARIES = {"val/loss": "min", "val/ppl": "min", "val/acc": "max", "val/bleu": "max", "test/bleu": "max"}
 RESULT_KEYS = ("status", "step", "parameters", "tokens_per_s", "train_tokens", "wall_time_s", "error")
 RUN_ID_FILE = Path("wandb") / "ablate-run-id"
+
+
+STUDY = "wandb.study."  # the flat config's copy of the study, put at the top of the W&B config instead
 
 
 def resolve_mode(configured: str) -> str:
@@ -121,6 +127,15 @@ def flatten(cfg: DictConfig) -> dict[str, Any]:
     return flat
 
 
+def wandb_config(cfg: DictConfig) -> dict[str, Any]:
+    """A run's W&B config: the flat config (:func:`flatten`) and, for a sweep's run, its place in the study at the top:
+    ``sweep`` (the sweep folder's group), ``row``, ``variant``, ``seed`` and its level of each factor, beside each
+    swept key's own dotted name."""
+    flat = {k: v for k, v in flatten(cfg).items() if not k.startswith(STUDY)}
+    study = OmegaConf.to_container(cfg.wandb.study, resolve=True) if cfg.wandb.get("study") else {}
+    return {**flat, **({"sweep": cfg.wandb.group or cfg.name} if study else {}), **study}
+
+
 def run_id(cfg: DictConfig, run_dir: Path) -> str:
     """The W&B run id of a run directory, kept in ``<run_dir>/wandb/ablate-run-id``.
 
@@ -147,13 +162,24 @@ def _settings() -> Any:
 
 
 class _RunLogger(WandbLogger):
-    """A WandbLogger that defines ablate's summaries when its run starts, and that finishes the run,
-    with the outcome from ``result.json``, when :func:`ablate.train.run.train` finalizes it."""
+    """A WandbLogger that logs at the step each value belongs to, defines ablate's summaries when its run starts, and
+    finishes the run, with the outcome from ``result.json``, when :func:`ablate.train.run.train` finalizes it.
+
+    A run's W&B history holds each step once, however often it was killed and resumed. Every value is logged at
+    :data:`STEP_METRIC`, the optimiser steps done (:func:`ablate.runs.metrics.steps_done`), as W&B's own step too.
+    Online, a resumed run continues the server's history: the steps it already holds (trained again after the
+    checkpoint, to the same values) are not sent twice. Offline, wandb cannot resume (each attempt writes a folder of
+    its own, from step 0, and ``wandb sync`` of a second folder of one id writes over the first's history): the
+    resumed attempt first logs again, from the CSV logs, every row of the earlier attempts before its first step, so
+    that its folder holds the whole history, and the earlier folders are listed in ``wandb/ablate-superseded`` for
+    :func:`sync` to leave out.
+    """
 
     def __init__(self, *, run_dir: Path, **kwargs: Any):
         super().__init__(**kwargs)
         self._wandb_init.pop("anonymous", None)  # wandb 0.31 warns that this setting has no effect
         self._run_dir = Path(run_dir)
+        self._first_step: int | None = None  # this attempt's first logged step, once it has logged
 
     @property
     @rank_zero_experiment
@@ -161,10 +187,42 @@ class _RunLogger(WandbLogger):
         fresh = self._experiment is None
         run = super().experiment  # created lazily, on first use
         if fresh:
-            # keep WandbLogger's x-axis: an explicit definition replaces its "*"
+            run.define_metric(STEP_METRIC)
+            run.define_metric("*", step_metric=STEP_METRIC, step_sync=True)  # replaces WandbLogger's x-axis
             for name, summary in SUMMARIES.items():
                 run.define_metric(name, summary=summary, step_metric=STEP_METRIC, step_sync=True)
         return run
+
+    @rank_zero_only
+    def log_metrics(self, metrics: Any, step: int | None = None) -> None:
+        if step is None:  # outside training: no step to place it at
+            return super().log_metrics(metrics, step)
+        done = steps_done(step)
+        run = self.experiment
+        if self._first_step is None:
+            self._first_step = done
+            if run.offline:
+                self._replay_before(done)
+        if done < run.step:  # online, a resumed run: the server holds this step already
+            return
+        run.log({**metrics, STEP_METRIC: done}, step=done)
+
+    def _replay_before(self, first: int) -> None:
+        """Log the earlier attempts' rows of the steps before ``first`` (the CSV logger's, which got the same values),
+        and list the earlier offline folders of this run as superseded."""
+        from ablate.runs.files import read_metrics
+
+        run = self.experiment
+        for row in read_metrics(self._run_dir):  # metrics.csv's steps are steps done too (:class:`StepsDoneCSV`)
+            done = int(row.pop("step", -1))
+            if 0 < done < first:
+                run.log({**row, STEP_METRIC: done}, step=done)
+        here = Path(run.settings.sync_dir).resolve()
+        earlier = [f.name for f in offline_folders(self._run_dir / "wandb", run.id) if f.resolve() != here]
+        if earlier:
+            path = self._run_dir / SUPERSEDED_FILE
+            known = path.read_text().split() if path.is_file() else []
+            write_atomic(path, "".join(f"{name}\n" for name in dict.fromkeys(known + earlier)))
 
     @rank_zero_only
     def log_hyperparams(self, params: Any) -> None:
@@ -210,7 +268,7 @@ def make_wandb_logger(cfg: DictConfig, run_dir: Path, *, beside_others: bool = F
     mode = resolve_mode(w.mode)
     return _RunLogger(
         run_dir=run_dir, save_dir=str(run_dir), project=w.project, entity=w.entity, group=w.group or cfg.name,
-        name=w.name or cfg.name, job_type=w.job_type, tags=list(w.tags), mode=mode, config=flatten(cfg),
+        name=w.name or cfg.name, job_type=w.job_type, tags=list(w.tags), mode=mode, config=wandb_config(cfg),
         id=run_id(cfg, run_dir) if mode != "disabled" else None, resume="allow", settings=_settings(),
         **({"reinit": "create_new"} if beside_others else {}),
     )
@@ -225,17 +283,24 @@ def record_result(logger: WandbLogger, result: dict[str, Any]) -> None:
         result: ``result.json``'s contents: ``status``, ``step``, ``parameters``, ``tokens_per_s``,
             ``wall_time_s``... as they are; metrics as ``best/val/loss``, ``final/val/loss``...
     """
+    logger.experiment.summary.update(outcome(result))
+
+
+def outcome(result: dict[str, Any]) -> dict[str, Any]:
+    """A run's outcome as its W&B summary holds it: ``status``, ``step``, ... and ``best/<metric>``,
+    ``final/<metric>`` from ``result.json``'s contents."""
     summary = {k: result[k] for k in RESULT_KEYS if result.get(k) is not None}
     for part in ("best", "final"):
         summary.update({f"{part}/{k}": v for k, v in (result.get(part) or {}).items()})
-    logger.experiment.summary.update(summary)
+    return summary
 
 
 def record_scores(cfg: DictConfig, run_dir: Path, scores: dict[str, Any]) -> bool:
     """Add scores computed after training (``ablate evaluate``'s ``test/bleu``) to the run's W&B summary.
 
     The run's stored W&B id is resumed, so the scores land on the same run: offline, as one more
-    segment under ``<run_dir>/wandb/`` that ``ablate sync`` uploads after the training segments.
+    segment under ``<run_dir>/wandb/`` that ``ablate sync`` uploads after the training segments. The segment's summary
+    holds the run's outcome too (``result.json``), since an uploaded segment's summary replaces the run's.
 
     Returns:
         False when the run did not log to W&B (``logger: none``, mode disabled, or no stored run id).
@@ -254,14 +319,15 @@ def record_scores(cfg: DictConfig, run_dir: Path, scores: dict[str, Any]) -> boo
                      job_type=w.job_type, id=stored.read_text().strip(), resume="allow", dir=str(run_dir), mode=mode,
                      settings=_settings(), reinit="create_new")
     try:
-        run.summary.update(scores)
+        run.summary.update({**outcome(read_result(run_dir) or {}), **scores})
     finally:
         run.finish()
     return True
 
 
 def report_run_id(project: str, entity: str | None, group: str) -> str:
-    """The one W&B run a sweep's report goes to: the same id every time ``ablate report`` runs."""
+    """The one W&B run a sweep folder's report goes to: the same id every time ``ablate report`` runs. ``group``: the
+    sweep folder's own (:func:`ablate.runs.study.sweep_group`), so that two folders of one sweep never share it."""
     digest = hashlib.sha256(f"{entity or ''}/{project}/{group}".encode()).hexdigest()[:16]
     return f"report-{digest}"
 
@@ -270,8 +336,9 @@ def log_table(*, project: str, entity: str | None, group: str, name: str, column
               rows: list[list[Any]], save_dir: Path, mode: str = "auto") -> None:
     """Log a table to a sweep's report run (job type ``report``, key ``report/table``) in the sweep's group.
 
-    The run has a fixed id (:func:`report_run_id`): each report adds a new version of the table to the same
-    run, instead of another run. Columns may mix numbers, text and blanks.
+    The run has a fixed id (:func:`report_run_id`): each report replaces the table of the same run, instead of
+    adding another run. Offline, the report's earlier folders not yet uploaded are removed first (the new table is the
+    whole report), so that ``save_dir/wandb`` holds one folder of it to sync. Columns may mix numbers, text and blanks.
 
     Args:
         project, entity, group, name: where the run goes and what it is called.
@@ -286,10 +353,14 @@ def log_table(*, project: str, entity: str | None, group: str, name: str, column
     import wandb
 
     mode = resolve_mode(mode)
-    Path(save_dir).mkdir(parents=True, exist_ok=True)
-    run = wandb.init(project=project, entity=entity, group=group, name=name, job_type="report",
-                     id=report_run_id(project, entity, group), resume="allow", dir=str(save_dir), mode=mode,
-                     settings=_settings(), reinit="create_new")
+    save_dir, report = Path(save_dir).resolve(), report_run_id(project, entity, group)
+    save_dir.mkdir(parents=True, exist_ok=True)
+    if mode == "offline":
+        for folder in offline_runs([save_dir / "wandb"]):
+            if folder.name.endswith(f"-{report}"):
+                shutil.rmtree(folder)
+    run = wandb.init(project=project, entity=entity, group=group, name=name, job_type="report", id=report,
+                     resume="allow", dir=str(save_dir), mode=mode, settings=_settings(), reinit="create_new")
     try:
         run.log({"report/table": wandb.Table(columns=list(columns), data=[list(r) for r in rows],
                                              allow_mixed_types=True)})
@@ -299,25 +370,18 @@ def log_table(*, project: str, entity: str | None, group: str, name: str, column
     run.finish()
 
 
-def offline_runs(paths: list[Path]) -> list[Path]:
-    """The ``offline-run-*`` folders under ``paths`` (searched recursively) with a ``.wandb`` file not
-    yet uploaded (no ``.wandb.synced`` marker beside it), oldest first."""
-    found: set[Path] = set()
-    for path in map(Path, paths):
-        found.update(run for run in [path, *path.rglob("offline-run-*")]
-                     if run.name.startswith("offline-run-") and run.is_dir())
-    pending = [run for run in found if any(not Path(f"{f}.synced").exists() for f in run.glob("*.wandb"))]
-    return sorted(pending, key=lambda run: (run.name, str(run)))  # the name starts with the start time
-
-
 def sync(paths: list[Path]) -> int:
     """Upload the offline W&B runs under ``paths`` with ``wandb sync`` (segments of a resumed run in order).
+
+    Sync needs an API key and the W&B server (``WANDB_BASE_URL``, default https://api.wandb.ai) reachable: without
+    the network it fails within seconds (:data:`ablate.runs.wandb_offline.CONNECT_TIMEOUT`), in one line, uploading
+    nothing.
 
     Args:
         paths: run directories, sweep directories, or any folders holding them.
 
     Returns:
-        ``wandb sync``'s exit code.
+        ``wandb sync``'s exit code; 1 when the server cannot be reached.
 
     Raises:
         ConfigError: there is nothing to sync, or no API key is configured (wandb is not called).
@@ -330,5 +394,10 @@ def sync(paths: list[Path]) -> int:
     if not has_api_key():
         raise ConfigError("WANDB_API_KEY", None, f"a W&B API key to sync {len(runs)} offline W&B run(s) (set "
                           "WANDB_API_KEY or run `wandb login`)", "environment")
+    if why := server_unreachable():
+        print(f"ablate: error: network unreachable: the W&B server {why}; sync needs it and an API key to upload "
+              f"{len(runs)} offline W&B run(s) (nothing was uploaded; run `ablate sync` again once online)",
+              file=sys.stderr)
+        return 1
     cmd = [sys.executable, "-m", "wandb", "sync", *map(str, runs)]
     return subprocess.run(cmd, stdin=subprocess.DEVNULL, check=False).returncode

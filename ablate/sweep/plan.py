@@ -16,19 +16,21 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, read_write
 from torch import nn
 
 from ablate.config import load_config
 from ablate.config.load import INTERNAL
 from ablate.config.reads import effective
+from ablate.config.schema import Logger
 from ablate.errors import ConfigError
 from ablate.model import count_parameters
 from ablate.model.diff import module_changes
 from ablate.model.flops import count_flops
 from ablate.model.meta import build_on_meta
 from ablate.runs.files import config_hash, read_json, write_json
-from ablate.stats.factorial import Factorial, factors_of
+from ablate.runs.study import sweep_group, tag
+from ablate.stats.factorial import ROW, Factorial, factors_of
 from ablate.sweep.match import Match, budget_of, solve
 from ablate.sweep.spec import Point, Sweep, _yaml_value
 
@@ -66,15 +68,21 @@ def _overrides(point: Point) -> list[str]:
 def run_config(sweep: Sweep, overrides: list[str], run_dir: Path | None, extra: list[str] = (),
                labels: list[str] = ()) -> DictConfig:
     """The validated config of one run: base file, base overrides, CLI extras, then the run's own values, then
-    ablate's bookkeeping (W&B group, name and tags; the run directory)."""
+    ablate's bookkeeping (W&B group, name, tags and study; the run directory). ``run_dir``: the run's folder in its
+    sweep's, ``<sweep_dir>/runs/<id>``; a run that logs to W&B is in the sweep folder's group (:func:`sweep_group`),
+    otherwise in the sweep's name."""
     tail = [f"wandb.group={_yaml_value(sweep.name)}", *labels] + ([f"output_dir={run_dir}"] if run_dir else [])
     tail += [f"wandb.{k}={_yaml_value(v)}" for k, v in (("project", sweep.project), ("entity", sweep.entity)) if v]
     source = str(sweep.path)
     layers = [(source, sweep.base_overrides), ("command line", extra), (source, overrides), (INTERNAL, tail)]
     try:
-        return load_config(sweep.base_config, layers=layers, source=source)
+        cfg = load_config(sweep.base_config, layers=layers, source=source)
     except ConfigError as err:
         raise err.at(source) from None
+    if run_dir is not None and cfg.logger == Logger.wandb:
+        with read_write(cfg):
+            cfg.wandb.group = sweep_group(Path(run_dir).parent.parent, sweep.name)
+    return cfg
 
 
 def plan_sweep(sweep: Sweep, sweep_dir: Path, extra: list[str] = ()) -> list[PlannedRun]:
@@ -164,9 +172,11 @@ class Planner:
         if match is not None:
             matched = _solve(sweep, match, point, self.stratum_base(point), self.extra, self.solved)
             overrides.append(f"{match.by}={matched['value']}")
-        changed = [k for k, v in point.values.items() if OmegaConf.select(self.base, k) != v]
+        changed = [tag(k, v) for k, v in point.values.items() if OmegaConf.select(self.base, k) != v]
         label = point.variant + (f", seed={point.seed}" if point.seed is not None else "")
-        labels = [f"wandb.name={_yaml_value(label)}", f"wandb.tags={_yaml_value(changed)}"]
+        study = {**_plain(point.factors), ROW: point.row, "variant": point.variant, "seed": point.seed}
+        labels = [f"wandb.name={_yaml_value(label)}", f"wandb.tags={_yaml_value(changed)}",
+                  f"wandb.study={_yaml_value(study)}"]
         return run_config(sweep, overrides, None, self.extra, labels), overrides, labels, matched
 
 

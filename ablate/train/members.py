@@ -20,7 +20,7 @@ import torch
 from omegaconf import DictConfig
 
 from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_json, read_result, write_json
-from ablate.runs.metrics import perplexity
+from ablate.runs.metrics import CURVES, LR, perplexity
 from ablate.runs.status import Status
 from ablate.train.checkpoints import save_weights
 from ablate.train.fused_system import RUNNING, FusedSystem
@@ -106,12 +106,12 @@ class Members(pl.Callback):
             m.tokens += n
             if m.status != Status.RUNNING:
                 continue
-            metrics = {"train/loss": loss, "lr-Adam": lr, **{f"train/aux/{k}": v[m.index] for k, v in aux.items()}}
+            metrics = {"train/loss": loss, LR: lr, **{f"train/aux/{k}": v[m.index] for k, v in aux.items()}}
             if seconds > 0:
                 metrics["train/tokens_per_s"] = n / seconds
-            m.final.update(metrics)
-            for logger in m.loggers:
-                logger.log_metrics(metrics, step=trainer.global_step)
+            m.final.update({k: v for k, v in metrics.items() if k not in CURVES})
+            for logger in m.loggers:  # at Lightning's step, as a solo run's: the 0-based index of the last step
+                logger.log_metrics(metrics, step=trainer.global_step - 1)
 
     def _check(self, trainer: pl.Trainer, pl_module: FusedSystem) -> None:
         """Fail the members whose training loss went bad since the last read."""
@@ -135,7 +135,7 @@ class Members(pl.Callback):
                 continue
             m.final, m.step = {**m.final, **mine}, step
             for logger in m.loggers:
-                logger.log_metrics(mine, step=step)
+                logger.log_metrics(mine, step=step - 1)  # Lightning's step, as above
             for key, value in mine.items():
                 m.history.setdefault(key, []).append([step, value])
             write_json(m.run_dir / PROGRESS_FILE, {"step": step, "history": m.history})

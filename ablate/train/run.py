@@ -23,7 +23,7 @@ from ablate.config.schema import Logger as LoggerKind
 from ablate.data import build_task
 from ablate.runs.files import config_hash, read_result, write_atomic, write_json
 from ablate.runs.lock import run_lock
-from ablate.runs.metrics import perplexity
+from ablate.runs.metrics import CURVES, perplexity, steps_done
 from ablate.runs.status import Status
 from ablate.runtime import allocator_in_use
 from ablate.train.callbacks import FiniteLoss, Progress, StopRequest, TokenThroughput, ValidateAtLastStep, WallClock
@@ -54,12 +54,20 @@ warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)",
 drop_adverts()
 
 
+class StepsDoneCSV(CSVLogger):
+    """Lightning's CSV logger, its ``step`` column the steps done (:func:`ablate.runs.metrics.steps_done`), as W&B's
+    and result.json's."""
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        super().log_metrics(metrics, None if step is None else steps_done(step))
+
+
 def make_loggers(cfg: DictConfig, run_dir: Path, *, beside_others: bool = False) -> list[Logger]:
     """The loggers a config asks for. CSV is always on, for ablate's own reports: each attempt at a
     run (a resume is a new attempt) writes ``logs/version_<k>/metrics.csv``; see :func:`read_metrics`.
     ``beside_others``: other runs log from this process at the same time (a seed array's members), each to a W&B
     run of its own."""
-    loggers: list[Logger] = [CSVLogger(save_dir=str(run_dir), name="logs")]
+    loggers: list[Logger] = [StepsDoneCSV(save_dir=str(run_dir), name="logs")]
     if cfg.logger == LoggerKind.wandb:
         from ablate.runs.wandb import make_wandb_logger
 
@@ -124,7 +132,7 @@ def _device(trainer: pl.Trainer) -> str:
 
 
 def _metrics(trainer: pl.Trainer) -> dict[str, float]:
-    return {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+    return {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1 and k not in CURVES}
 
 
 def train(cfg: DictConfig) -> Path:

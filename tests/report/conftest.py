@@ -35,7 +35,7 @@ RUNS: dict[tuple[str, int], tuple[str, list[float], dict[str, Any]] | None] = {
     ("h16", 0): None,
     ("h16", 1): ("running", [3.8, 2.9], {}),
 }
-METRIC_COLUMNS = ["step", "epoch", "lr-Adam", "train/loss", "train/tokens_per_s", "val/acc", "val/loss", "val/ppl"]
+METRIC_COLUMNS = ["step", "epoch", "train/lr", "train/loss", "train/tokens_per_s", "val/acc", "val/loss", "val/ppl"]
 
 
 def run_id(variant: str, seed: int) -> str:
@@ -49,7 +49,7 @@ def write_metrics(run_dir: Path, curve: list[float]) -> None:
     rows = []
     for i, loss in enumerate(curve):
         step = 100 * (i + 1)
-        rows.append({"step": step - 50, "epoch": 0, "lr-Adam": 1e-3, "train/loss": loss + 0.4,
+        rows.append({"step": step - 50, "epoch": 0, "train/lr": 1e-3, "train/loss": loss + 0.4,
                      "train/tokens_per_s": 1000.0})
         rows.append({"step": step, "epoch": 0, "val/loss": loss, "val/ppl": 2.718281828 ** loss, "val/acc": 0.5})
     with path.open("w", newline="") as f:

@@ -187,7 +187,9 @@ def test_table_csv_round_trips_every_number(report, written):
     h1 = rows["h1"]
     assert h1["model.n_heads"] == "1" and h1["status"] == "partial" and h1["first_error"] == ERROR
     assert float(h1["val/loss_delta"]) == pytest.approx(1.0) and rows["h16"]["val/loss_delta"] == ""
-    assert (h1["failed"], h1["ended"], h1["base_failed"], h1["base_ended"]) == ("1", "3", "0", "3")
+    assert (h1["row_failed"], h1["row_runs"], h1["base_failed"], h1["base_runs"]) == ("1", "3", "0", "3")
+    header = written["table.csv"].read_text().splitlines()[0].split(",")
+    assert len(header) == len(set(header))  # each column once (the W&B table's too: the same columns)
 
 
 def test_runs_csv_has_one_row_per_planned_run(written):

@@ -6,7 +6,10 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +19,9 @@ from omegaconf import OmegaConf
 
 import ablate
 from ablate.errors import ConfigError
+from ablate.runs import files as wb_files
 from ablate.runs import wandb as wb
+from ablate.runs import wandb_offline as offline
 from ablate.train import run as run_module
 from ablate.train.run import train
 from tests.conftest import TINY
@@ -94,17 +99,22 @@ def test_the_wandb_run_carries_group_name_tags_and_the_flat_config(resumed_run):
     assert "config" not in log.config  # Lightning's nested copy of the same config is left out
 
 
-def test_history_has_validation_metrics_at_the_validation_steps(resumed_run):
-    log = _segments(resumed_run)[0]
-    val = [row for row in log.history if "val/loss" in row]
-    assert [row["trainer/global_step"] for row in val] == [2, 5]  # the CSV logger's steps
-    assert any("train/loss" in row for row in log.history)
+def test_history_is_logged_at_the_steps_done_as_result_json_counts_them(resumed_run):
+    """val_every=3: the validations after 3 and 6 steps are at steps 3 and 6 (Lightning passes 2 and 5), W&B's own
+    _step is the same number, and the last row of a 9-step run is step 9, result.json's step."""
+    first, second = _segments(resumed_run)
+    assert [row["step"] for row in first.history if "val/loss" in row] == [3, 6]
+    assert [row["step"] for row in second.history if "val/loss" in row] == [3, 6, 9]
+    assert all(row["_step"] == row["step"] for log in (first, second) for row in log.history)
+    assert second.history[-1]["step"] == json.loads((resumed_run / "run" / "result.json").read_text())["step"] == 9
+    assert any("train/loss" in row for row in first.history)
+    assert not any("trainer/global_step" in row for log in (first, second) for row in log.history)
 
 
 def test_summaries_are_defined_and_the_outcome_is_in_the_summary(resumed_run):
     log = _segments(resumed_run)[0]
     loss = log.metrics["val/loss"]
-    assert loss.summary.min and not loss.summary.max and loss.step_metric == "trainer/global_step"
+    assert loss.summary.min and not loss.summary.max and loss.step_metric == wb.STEP_METRIC == "step"
     assert log.metrics["val/acc"].summary.max and log.metrics["test/bleu"].summary.max
     val_losses = [row["val/loss"] for row in log.history if "val/loss" in row]
     assert log.summary["val/loss"] == {"min": min(val_losses)}
@@ -120,8 +130,27 @@ def test_a_resumed_run_dir_continues_the_same_wandb_run(resumed_run):
     stored = (resumed_run / "run" / "wandb" / "ablate-run-id").read_text().strip()
     assert first.run.run_id == second.run.run_id == stored
     assert second.config["train.max_steps"] == 9
-    assert max(row["trainer/global_step"] for row in second.history) == 8
     assert second.summary["step"] == 9
+
+
+def test_a_killed_and_resumed_run_syncs_one_history_with_each_step_once(resumed_run):
+    """Offline, wandb cannot resume: the resumed attempt's folder holds the whole history (the rows of the steps
+    before its checkpoint logged again, as the CSV logger has them), each step once, and the first attempt's folder
+    is superseded: ablate sync uploads the second alone."""
+    first, second = _segments(resumed_run)
+    steps = [row["_step"] for row in second.history]
+    csv: dict[int, dict] = {}  # the CSV logger's rows, merged by step
+    for r in wb_files.read_metrics(resumed_run / "run"):
+        csv.setdefault(int(r["step"]), {}).update(r)
+    assert steps == sorted(set(steps)) == sorted(csv) and steps[-1] == 9  # each logged step once, in order
+    for row in second.history:  # every value is the one the CSV logger got at that step
+        assert all(csv[row["step"]][k] == v for k, v in row.items() if k in csv[row["step"]])
+        assert {k for k in row if not k.startswith("_")} == set(csv[row["step"]])
+    for row in first.history:  # and the first attempt's rows, of the steps before its checkpoint, are all there
+        same = next(r for r in second.history if r["step"] == row["step"])
+        assert row["step"] > 6 or all(same[k] == v for k, v in row.items() if not k.startswith("_"))
+    folders = sorted((resumed_run / "run" / "wandb").glob("offline-run-*"))
+    assert offline.offline_runs([resumed_run / "run"]) == folders[1:]
 
 
 def test_scores_from_after_training_join_the_same_wandb_run(resumed_run, no_credentials, tmp_path):
@@ -207,15 +236,19 @@ def test_log_table_writes_a_report_run_with_the_table(no_credentials, in_tmp):
     assert table["columns"] == ["variant", "val/ppl"] and table["data"] == [["base", 4.92], ["h=1", 5.29]]
 
 
-def test_every_report_of_a_sweep_goes_to_one_run(no_credentials, in_tmp):
-    for rows in ([["base", 4.92]], [["base", 4.90]]):
-        wb.log_table(project="ablate", entity=None, group="mysweep", name="mysweep-report",
+def test_every_report_of_a_sweep_folder_updates_its_one_report_run_in_place(no_credentials, in_tmp):
+    """Three reports of one sweep folder: one offline folder to sync, holding the last table; another folder's group
+    (another sweep folder of the same sweep name) has a report run of its own."""
+    for rows in ([["base", 4.92]], [["base", 4.91]], [["base", 4.90]]):
+        wb.log_table(project="ablate", entity=None, group="mysweep-1a2b3c4d", name="mysweep-report",
                      columns=["variant", "val/ppl"], rows=rows, save_dir=in_tmp / "report")
         wandb.teardown()
-    runs = sorted((in_tmp / "report" / "wandb").glob("offline-run-*/run-*.wandb"))
-    ids = {RunLog(path).run.run_id for path in runs}
-    assert len(runs) == 2 and ids == {wb.report_run_id("ablate", None, "mysweep")}  # two segments, one run
-    assert wb.report_run_id("ablate", None, "other") not in ids
+    (folder,) = offline.offline_runs([in_tmp / "report"])
+    log = RunLog(next(folder.glob("run-*.wandb")))
+    assert log.run.run_id == wb.report_run_id("ablate", None, "mysweep-1a2b3c4d")
+    (row,) = [r for r in log.history if "report/table" in r]
+    assert json.loads((folder / "files" / row["report/table"]["path"]).read_text())["data"] == [["base", 4.90]]
+    assert wb.report_run_id("ablate", None, "mysweep-9f8e7d6c") != log.run.run_id
 
 
 def test_log_table_takes_columns_of_mixed_types(no_credentials, in_tmp):
@@ -254,7 +287,16 @@ def no_subprocess(monkeypatch) -> list[list[str]]:
     return calls
 
 
-def test_sync_uploads_pending_offline_runs_oldest_first(no_credentials, monkeypatch, tmp_path, no_subprocess):
+@pytest.fixture
+def local_server(monkeypatch):
+    """WANDB_BASE_URL pointed at a socket listening on 127.0.0.1 (connections open; nothing is ever answered)."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{server.getsockname()[1]}")
+        yield
+
+
+def test_sync_uploads_pending_offline_runs_oldest_first(no_credentials, monkeypatch, tmp_path, no_subprocess,
+                                                        local_server):
     monkeypatch.setenv("WANDB_API_KEY", KEY)
     later, earlier = _offline_run(tmp_path / "b", "20260102_000000"), _offline_run(tmp_path / "a", "20260101_000000")
     _offline_run(tmp_path / "c", "20260103_000000", synced=True)
@@ -270,3 +312,31 @@ def test_sync_without_a_key_or_without_runs_is_refused(no_credentials, tmp_path,
     with pytest.raises(ConfigError, match=r"WANDB_API_KEY=None is not allowed; expected a W&B API key to sync 1"):
         wb.sync([tmp_path])
     assert no_subprocess == []
+
+
+def test_sync_without_the_network_fails_fast_in_one_line(no_credentials, monkeypatch, tmp_path, no_subprocess,
+                                                         capsys):
+    """A key and no server to reach (a closed port on 127.0.0.1: no remote host is touched): one line on stderr naming
+    the network and what sync needs, exit 1, within seconds, and wandb sync is not started."""
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("WANDB_API_KEY", KEY)
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{port}")
+    _offline_run(tmp_path, "20260101_000000")
+    start = time.monotonic()
+    assert wb.sync([tmp_path]) == 1
+    assert time.monotonic() - start < offline.CONNECT_TIMEOUT + 5
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ablate: error: network unreachable: the W&B server "
+                                                   f"http://127.0.0.1:{port} cannot be reached")
+    assert "sync needs it and an API key" in err and no_subprocess == []
+
+
+def test_a_server_that_never_answers_is_unreachable_within_the_timeout(monkeypatch):
+    """A black-holed network (or a resolver that cannot be reached) never answers: the deadline holds for the name's
+    lookup and the connection together."""
+    never = threading.Event()
+    monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.invalid")
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: never.wait())
+    assert offline.server_unreachable(timeout=0.2) == "https://wandb.invalid cannot be reached (timed out)"
+    never.set()

@@ -110,8 +110,16 @@ def test_plan_identity_is_stable_and_names_the_changed_factors(tmp_path):
     pre = first[2]
     assert pre.variant == "pre" and pre.varied == {"model.norm_position": "pre"}
     cfg = run_config(sweep, pre.overrides, None, labels=pre.labels)
-    assert cfg.wandb.name == "pre, seed=0" and list(cfg.wandb.tags) == ["model.norm_position"]
+    assert cfg.wandb.name == "pre, seed=0" and list(cfg.wandb.tags) == ["model.norm_position=pre"]  # key=value
+    assert dict(cfg.wandb.study) == {"row": "pre", "variant": "pre", "seed": 0}
     assert cfg.wandb.group == "ids" and cfg.model.norm_position == "pre" and cfg.train.max_steps == 10
+    logged = ["logger=wandb"]
+    in_folder = run_config(sweep, pre.overrides, tmp_path / "out" / pre.run_dir, logged, pre.labels)
+    group = in_folder.wandb.group  # in a sweep folder: the folder's own group, the same at every call
+    assert group.startswith("ids-") and run_config(sweep, [], tmp_path / "out/runs/x", logged).wandb.group == group
+    assert run_config(sweep, [], tmp_path / "elsewhere/runs/x", logged).wandb.group not in (group, "ids")
+    assert run_config(sweep, [], tmp_path / "quiet/runs/x", ["logger=none"]).wandb.group == "ids"  # no W&B: no file
+    assert not (tmp_path / "quiet").exists()
     assert pre.parameters == first[0].parameters + 2 * (64 + 64)  # pre-norm: a final LayerNorm per stack
 
 

@@ -216,10 +216,13 @@ def test_an_agent_trains_the_same_runs_as_the_local_pool(tmp_path):
     assert "agentrun1" in agent_logs  # the first seed trained as the agent's own run: the controller sees it
     for log in agent_logs.values():
         twin = local_logs[log.run.display_name]
-        assert (log.run.run_group, list(log.run.tags), log.run.job_type) == \
-            (twin.run.run_group, list(twin.run.tags), twin.run.job_type)
-        assert {k: v for k, v in log.config.items() if k in twin.config} == twin.config  # every key of the local run
-        assert set(log.config) - set(twin.config) <= {ROW, SWEEP, EXTRA, "_wandb"}  # W&B's own sweep keys besides
+        assert (list(log.run.tags), log.run.job_type) == (list(twin.run.tags), twin.run.job_type)
+        # each folder its own group: the agent's is its W&B sweep's (every machine's agents), the local one's its own
+        assert log.run.run_group == log.config["sweep"] == "agents-fake" != twin.run.run_group == twin.config["sweep"]
+        groups = ("sweep", "wandb.group")
+        same = {k: v for k, v in log.config.items() if k in twin.config and k not in groups}
+        assert same == {k: v for k, v in twin.config.items() if k not in groups}  # every key of the local run
+        assert set(log.config) - set(twin.config) <= {SWEEP, EXTRA, "_wandb"}  # W&B's own sweep keys besides
     seeds = [agent_logs[k] for k in agent_logs if k != "agentrun1"]
     first, other = agent_logs["agentrun1"], seeds[0]
     assert first.run.display_name == "wide, dropout=0.2, seed=0" and other.run.display_name.endswith("seed=1")

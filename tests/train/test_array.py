@@ -248,7 +248,7 @@ def test_each_member_logs_its_own_wandb_run(tmp_path, monkeypatch):
     (a,), (b,) = logs[0], logs[1]
     assert a.run.run_id != b.run.run_id and (a.run.display_name, b.run.display_name) == ("seed0", "seed1")
     for s, log in ((0, a), (1, b)):
-        history = {int(h["trainer/global_step"]): h["val/loss"] for h in log.history if "val/loss" in h}
+        history = {int(h["step"]): h["val/loss"] for h in log.history if "val/loss" in h}
         progress = read_json(tmp_path / f"runs/s{s}/progress.json")["history"]["val/loss"]
         assert history == {step: value for step, value in progress}
         assert log.summary["status"] == "finished" and log.summary["step"] == STEPS

@@ -54,8 +54,8 @@ def _losses(run_dir: Path) -> dict[int, float]:
 def test_train_loss_is_the_mean_of_the_step_losses_since_the_last_log(tmp_path):
     each = _losses(train(_config(tmp_path, "each", 10, "train.log_every=1")))
     windows = _losses(train(_config(tmp_path, "windows", 10, "train.log_every=4")))
-    assert sorted(each) == list(range(10)) and sorted(windows) == [3, 7, 9]  # every 4 steps, and the last
-    for last, first in ((3, 0), (7, 4), (9, 8)):
+    assert sorted(each) == list(range(1, 11)) and sorted(windows) == [4, 8, 10]  # every 4 steps, and the last
+    for last, first in ((4, 1), (8, 5), (10, 9)):
         mean = sum(each[s] for s in range(first, last + 1)) / (last + 1 - first)
         assert windows[last] == pytest.approx(mean, rel=1e-6)
 
@@ -75,4 +75,4 @@ def test_a_run_resumed_inside_a_logging_window_logs_the_means_of_the_uninterrupt
         train(_config(tmp_path, "resumed", 10, *overrides))
     monkeypatch.undo()
     resumed = _losses(train(_config(tmp_path, "resumed", 10, *overrides)))
-    assert whole[7] == resumed[7] and whole[9] == resumed[9]
+    assert whole[8] == resumed[8] and whole[10] == resumed[10]  # the windows ending after 8 and 10 steps

@@ -33,7 +33,7 @@ def test_off_a_terminal_a_line_at_the_first_the_logged_and_the_last_step_each_on
     lines = out.splitlines()
     steps = {int(m[1]): m[2] for line in lines if (m := LINE.match(line))}
     assert [int(m[1]) for line in lines if (m := LINE.match(line))] == [1, 4, 8, 10]  # each once, in order
-    logged = {int(r["step"]) + 1: r["train/loss"] for r in read_metrics(run_dir) if r.get("train/loss") is not None}
+    logged = {int(r["step"]): r["train/loss"] for r in read_metrics(run_dir) if r.get("train/loss") is not None}
     assert sorted(logged) == [4, 8, 10]
     for step, loss in logged.items():
         assert steps[step] == f"{loss:.4g}"  # the loss logged at that very step
