@@ -66,9 +66,9 @@ def test_each_run_s_log_has_a_line_per_update_and_no_advert(sweep):
         assert [int(re.match(r"step (\d+)", line)[1]) for line in lines if line.startswith("step ")] == [1, 2, 4, 6, 8]
         scores = [r for r in read_metrics(path.parent) if r.get("val/loss") is not None]
         assert [line for line in lines if line.startswith("validation")] == [
-            f"validation at step {int(r['step']) + 1}: val/loss {r['val/loss']:.4g} · val/ppl {r['val/ppl']:.4g} · "
+            f"validation at step {int(r['step'])}: val/loss {r['val/loss']:.4g} · val/ppl {r['val/ppl']:.4g} · "
             f"val/acc {r['val/acc']:.4g}" for r in scores]
-        assert [int(r["step"]) + 1 for r in scores] == [4, 8]
+        assert [int(r["step"]) for r in scores] == [4, 8]
 
 
 def test_each_run_s_log_gives_its_model_s_parameters_and_measured_flops(sweep):
