@@ -112,13 +112,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
         runner = RayRunner.connect(args.address, gpus_per_run=args.gpus_per_run, cpus_per_run=args.cpus_per_run,
                                    dry_run=args.dry_run)
+    notes: list[str] = []
     sweep_dir, runs, outcome = launch(sweep, extra=args.overrides, sweep_dir=Path(args.out) if args.out else None,
                                       workers=args.workers or default_workers(), runs_per_gpu=args.runs_per_gpu,
                                       dry_run=args.dry_run, retry_failed=args.retry_failed, runner=runner,
-                                      fuse=args.fuse)
+                                      fuse=args.fuse, notes=None if args.json else notes)
     if outcome is None:
-        print(plan_json(sweep, runs) if args.json else "\n".join([format_matrix(sweep, runs), "",
-                                                                    *_seeds_note(sweep, runs, args, runner)]))
+        print(plan_json(sweep, runs) if args.json else "\n".join([format_matrix(sweep, runs), "", *notes]))
         return 0
     print_report(sweep_dir)
     if outcome.closed:
@@ -133,18 +133,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"ablate: {len(outcome.failed)} of {len(runs)} runs failed (see their result.json)", file=sys.stderr)
     print(sweep_dir)
     return 1 if outcome.failed or outcome.interrupted else 0
-
-
-def _seeds_note(sweep, runs: list, args: argparse.Namespace, runner) -> list[str]:
-    """The dry run's word on which seeds train fused (:func:`ablate.sweep.arrays.seeds_note`)."""
-    from ablate.sweep.arrays import fusing, seeds_note
-    from ablate.sweep.plan import run_config
-    from ablate.sweep.runner import visible_gpus
-
-    if runner is not None:
-        return ["how seeds train: alone, each run a Ray task (seed arrays are trained by the local pool)"]
-    return seeds_note(runs, fusing(args.fuse, gpus=visible_gpus()),
-                      lambda r: run_config(sweep, r.overrides, None, args.overrides, r.labels))
 
 
 def print_report(sweep_dir: Path, *, wide: bool = False) -> bool:

@@ -273,21 +273,22 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
             texts[run.id] = config_of(run)
         return texts[run.id]
 
-    members = (lambda run: [run]) if alone else seed_arrays(queue, lambda r: OmegaConf.create(text_of(r)), fusing,
-                                                             len(slots))
+    members = (lambda run: ([run], [run])) if alone else seed_arrays(
+        queue, lambda r: OmegaConf.create(text_of(r)), fusing, len(slots), sweep_dir)
 
-    def work(group: list[PlannedRun], slot: int) -> list[tuple[int, str]]:
+    def work(array: list[PlannedRun], group: list[PlannedRun], slot: int) -> list[tuple[int, str]]:
         for run in group:
             started[run.id] = time.monotonic()
-        if len(group) == 1:
+        if len(array) == 1:
             return [train(group[0], sweep_dir, text_of(group[0]), slots[slot], evaluate)]
-        return train_array_here(group, sweep_dir, [text_of(r) for r in group], slots[slot], evaluate)
+        ended = train_array_here(array, sweep_dir, [text_of(r) for r in array], slots[slot], evaluate)
+        return [e for r, e in zip(array, ended) if r in group]  # its members that ended before: reported then
 
     with ThreadPoolExecutor(max_workers=len(slots)) as pool:
         while True:
             while free and (run := queue.next()) is not None:
-                slot, group = free.pop(), members(run)
-                running[pool.submit(work, group, slot)] = (group, slot)
+                slot, (array, group) = free.pop(), members(run)
+                running[pool.submit(work, array, group, slot)] = (group, slot)
                 seen.extend(group)
             if not running:
                 break

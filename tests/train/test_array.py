@@ -284,3 +284,17 @@ def test_an_array_never_trains_a_finished_member_again(tmp_path):
     with pytest.raises(ConfigError, match="not yet trained"):
         train_array([_cfg(tmp_path / f"runs/s{s}", s) for s in (0, 1)])
     assert (tmp_path / "runs/s0/result.json").read_text() == before and not (tmp_path / "runs/s1").exists()
+
+
+def test_a_member_final_train_loss_is_its_last_window_when_max_steps_is_a_multiple_of_log_every(tmp_path):
+    """max_steps 24, log_every 4: the last log is the window of steps 21-24, not a mean over the empty window after
+    it (which recorded 0.0)."""
+    from ablate.runs.files import read_metrics
+
+    assert STEPS % 4 == 0 and "train.log_every=4" in COMMON
+    run_dirs = train_array([_cfg(tmp_path / f"runs/s{s}", s) for s in (0, 1)])
+    for run_dir in run_dirs:
+        rows = [r for r in read_metrics(run_dir) if "train/loss" in r]
+        assert [int(r["step"]) for r in rows] == list(range(4, STEPS + 1, 4))
+        final = read_result(run_dir)["final"]["train/loss"]
+        assert final == rows[-1]["train/loss"] > 0
