@@ -44,6 +44,7 @@ def _record(sweep_dir: Path) -> dict[str, dict]:
         run_dir = sweep_dir / run["run_dir"]
         result = read_result(run_dir)
         rows = [{k: v for k, v in r.items() if "tokens_per_s" not in k} for r in read_metrics(run_dir)]
+        result["final"] = {k: v for k, v in result["final"].items() if "tokens_per_s" not in k}  # a time
         out[run["id"]] = {**{k: result.get(k) for k in SAME}, "members": result["fused"]["members"],
                           "index": result["fused"]["index"], "rows": rows,
                           "history": read_json(run_dir / "progress.json")["history"]}
@@ -96,7 +97,10 @@ def test_a_killed_array_relaunched_with_other_workers_ends_as_the_uninterrupted_
     again = ablate_here("sweep", str(path), "--fuse", "on", "--workers", "3", "--out", "killed", cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     got = _record(sweep_dir)
-    assert got == expected
+    assert got.keys() == expected.keys()
+    for run_id, fields in expected.items():
+        for name, value in fields.items():
+            assert got[run_id][name] == value, (run_id, name)
     assert all(r["final"]["train/loss"] > 0 for r in got.values())  # not a log over an empty window
     assert not [p for p in sweep_dir.rglob("*.tmp")], "temporary files left behind"
 
