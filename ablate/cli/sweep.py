@@ -92,7 +92,8 @@ def relaunch_command(args: argparse.Namespace) -> str:
         value = getattr(args, name, default)
         if value != default and value is not None:
             words += [option, str(value)]
-    return shlex.join(words + (["--retry-failed"] if args.retry_failed else []))
+    flags = [f for f, on in (("--retry-failed", args.retry_failed), ("--change-design", args.change_design)) if on]
+    return shlex.join(words + flags)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -141,7 +142,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                               workers=args.workers or default_workers(),
                                               runs_per_gpu=args.runs_per_gpu, dry_run=args.dry_run,
                                               retry_failed=args.retry_failed, runner=runner, fuse=args.fuse,
-                                              notes=None if args.json else notes)
+                                              notes=None if args.json else notes,
+                                              change_design=args.change_design)
     except KeyboardInterrupt as stop:
         signum = getattr(stop, "signum", signal.SIGINT)
         print(f"ablate: interrupted by {signal.Signals(signum).name}: ended runs are kept, the others resume from "

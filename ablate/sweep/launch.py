@@ -66,7 +66,8 @@ def check_design(sweep: Sweep, sweep_dir: Path) -> None:
         changes.insert(0, f"method {old['method']!r} -> {sweep.method!r}")
     if changes:
         raise ConfigError("design", "; ".join(changes), f"the design {sweep_dir} was first launched with: a "
-                          "relaunch keeps it (give --out a new folder for a new design)", str(sweep.path))
+                          "relaunch keeps it (--change-design replays every look under the new one; --out a new "
+                          "folder starts a new sweep)", str(sweep.path))
 
 
 def probe(folder: Path) -> None:
@@ -183,21 +184,23 @@ def dry_run_notes(sweep: Sweep, sweep_dir: Path, planner: Planner, runs: list[Pl
 
 def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: int, dry_run: bool,
            retry_failed: bool, progress: bool = True, runs_per_gpu: str | int = 1,
-           runner: Any = None, fuse: str | int = "auto",
-           notes: list[str] | None = None) -> tuple[Path, list[PlannedRun], Outcome | None]:
+           runner: Any = None, fuse: str | int = "auto", notes: list[str] | None = None,
+           change_design: bool = False) -> tuple[Path, list[PlannedRun], Outcome | None]:
     """Plan every run (validating each config), then run the pending ones unless ``dry_run``.
 
     A bayes sweep plans its points as it goes: its dry run plans (and shows) the first point only.
     ``runner``: where runs train (:class:`ablate.sweep.ray_backend.RayRunner`); default this machine's pool of
     ``workers`` (``runs_per_gpu`` on each GPU); ``fuse``: which seeds train as seed arrays there
     (:func:`ablate.sweep.arrays.fusing`; a ``runner`` trains every run alone); ``notes``: a dry run adds what it
-    would do beyond the plan (:func:`dry_run_notes`) to it.
+    would do beyond the plan (:func:`dry_run_notes`) to it; ``change_design``: a relaunch may change the design
+    (:func:`check_design`).
     """
     sweep_dir = sweep_dir or default_sweep_dir(sweep)
     if runner is not None:  # its runs train on other machines, which share the filesystem but not our cwd
         sweep_dir = sweep_dir.resolve()
     _claim(sweep, sweep_dir, extra, write=False)  # before the plan: a plan can read the folder (a bayes sweep's)
-    check_design(sweep, sweep_dir)
+    if not change_design:
+        check_design(sweep, sweep_dir)
     planner = Planner(sweep, extra, check=not dry_run)
     runs, queue_for = plan_queue(sweep, sweep_dir, planner, dry_run=dry_run)
     if dry_run:

@@ -114,7 +114,9 @@ def test_the_dry_run_says_the_arrays_the_sweep_trains(tmp_path, monkeypatch):
     path.write_text(path.read_text() + "parameters:\n  seed: {values: [0, 1, 2, 3, 4]}\n")
     dry = ablate_here("sweep", str(path), "--fuse", "3", "--workers", "2", "--dry-run", cwd=tmp_path)
     assert dry.returncode == 0, dry.stderr[-2000:]
-    said = [line.strip() for line in dry.stdout.splitlines() if line.strip().startswith(("base:", "wide:"))]
+    lines = dry.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("how seeds train")) + 1
+    said = [line.strip() for line in lines[start:]]
     ran = ablate_here("sweep", str(path), "--fuse", "3", "--workers", "2", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr[-2000:]
     sweep_dir = tmp_path / "sweeps" / "t"

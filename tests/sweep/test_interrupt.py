@@ -37,8 +37,8 @@ def _when(found, proc: subprocess.Popen) -> None:
                                                     (signal.SIGTERM, False, "runs/*/progress.json")])
 def test_a_stopped_sweep_says_in_one_line_how_to_resume_it_and_that_resumes_it(tmp_path, signum, to_group, when):
     path = sweep_file(tmp_path, """
-        - {name: base, train.max_steps: 40, train.val_every: 4}
-        - {name: pre, model.norm_position: pre, train.max_steps: 40, train.val_every: 4}
+        - {name: base, train.max_steps: 16, train.val_every: 4}
+        - {name: pre, model.norm_position: pre, train.max_steps: 16, train.val_every: 4}
     """)
     sweep_dir = tmp_path / "sweeps" / "t"
     proc = _ablate(["sweep", str(path), "--workers", "1"], tmp_path)

@@ -39,6 +39,8 @@ def test_a_relaunch_without_the_first_launchs_max_seeds_is_refused_naming_it(tmp
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and "max_seeds" in lines[0] and "4 -> 10" in lines[0], lines
     check_design(replace_max(load_sweep(path), 4), sweep_dir)  # the same design: no word
+    asked = ablate_here("sweep", str(path), "--dry-run", "--change-design", cwd=tmp_path)
+    assert asked.returncode == 0, asked.stderr
 
 
 def test_a_changed_margin_is_refused(tmp_path):

@@ -288,11 +288,23 @@ def test_an_array_never_trains_a_finished_member_again(tmp_path):
 
 def test_a_member_final_train_loss_is_its_last_window_when_max_steps_is_a_multiple_of_log_every(tmp_path):
     """max_steps 24, log_every 4: the last log is the window of steps 21-24, not a mean over the empty window after
-    it (which recorded 0.0)."""
+    it (which recorded 0.0). And the temporary files an earlier attempt's cut writes left are gone."""
     from ablate.runs.files import read_metrics
 
+    from ablate.train.array import array_dir_of
+    from ablate.train.preflight import make_run_dir
+
     assert STEPS % 4 == 0 and "train.log_every=4" in COMMON
-    run_dirs = train_array([_cfg(tmp_path / f"runs/s{s}", s) for s in (0, 1)])
+    cfgs = [_cfg(tmp_path / f"runs/s{s}", s) for s in (0, 1)]
+    for cfg in cfgs:  # the members' folders, as an attempt killed before its first checkpoint left them
+        make_run_dir(cfg)
+    cut = [array_dir_of(cfgs) / ".last.ckpt.x1y2.tmp", tmp_path / "runs/s0/checkpoints/.best.ckpt.a1b2.tmp",
+           tmp_path / "runs/s1/.result.json.c3d4.tmp"]  # what writes cut short by a kill leave
+    for path in cut:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"cut")
+    run_dirs = train_array(cfgs)
+    assert not [p for p in cut if p.exists()]
     for run_dir in run_dirs:
         rows = [r for r in read_metrics(run_dir) if "train/loss" in r]
         assert [int(r["step"]) for r in rows] == list(range(4, STEPS + 1, 4))
