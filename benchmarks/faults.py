@@ -54,7 +54,7 @@ def sweep_file(folder: Path, kind: str) -> Path:
     path = folder / f"{kind}.yaml"
     path.write_text(textwrap.dedent(f"""\
         name: {kind}
-        base: {{config: {REPO / 'configs' / 'default.yaml'}, overrides: [{', '.join(BASE)}]}}
+        base: {{config: {REPO / 'configs' / 'default.yaml'}, overrides: {json.dumps(BASE)}}}
         rows:
           - {{name: base}}
           - {{name: wide, model.d_ff: 96}}

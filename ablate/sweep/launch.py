@@ -20,7 +20,7 @@ from ablate.sweep.plan import (Planner, PlannedRun, default_sweep_dir, factor_re
                                run_config, write_plan)
 from ablate.sweep.progress import start_note
 from ablate.sweep.queue import BayesQueue, RunQueue, StreamQueue
-from ablate.sweep.arrays import Fusing, arrays_of, fusing, processes_per_gpu, seeds_note
+from ablate.sweep.arrays import Fusing, arrays_of, fusing, processes_per_gpu, read_groups, seeds_note
 from ablate.sweep import runner as pool
 from ablate.sweep.runner import Outcome, execute, pending, slots
 from ablate.sweep.spec import Sweep
@@ -209,6 +209,7 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
                                    runs_per_gpu=runs_per_gpu, fuse=fuse, retry_failed=retry_failed, runner=runner)
         return sweep_dir, runs, None
     check_writable(sweep_dir, runs, retry_failed)
+    read_groups(sweep_dir)  # a damaged record of the arrays is refused before anything is written
     _claim(sweep, sweep_dir, extra, write=True)
     if sweep.path.resolve() != (sweep_dir / "sweep.yaml").resolve():
         shutil.copyfile(sweep.path, sweep_dir / "sweep.yaml")

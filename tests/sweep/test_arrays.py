@@ -176,3 +176,13 @@ def test_a_recorded_grouping_is_kept_whatever_waits(tmp_path):
     array, taken = members(queue.next())
     assert [r.id for r in array] == ["a0", "a1", "a2"] and [r.id for r in taken] == ["a0", "a2"]
     assert [r.id for r in members(queue.next())[0]] == ["a3", "a4", "a5"] and not queue.todo
+
+
+@pytest.mark.parametrize("text", ['{"arrays": [["a", 1]]}', '{"arrays": [[]]}', '["a"]', '{"arrays": [["a"'])
+def test_a_damaged_record_of_the_arrays_is_refused_naming_it(tmp_path, text):
+    from ablate.errors import ConfigError
+    from ablate.sweep.arrays import ARRAYS_FILE, read_groups
+
+    (tmp_path / ARRAYS_FILE).write_text(text)
+    with pytest.raises(ConfigError, match=ARRAYS_FILE):
+        read_groups(tmp_path)
