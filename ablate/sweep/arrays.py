@@ -116,7 +116,7 @@ def seeds_note(groups: list[list[PlannedRun]], rule: Fusing, config_of: Callable
     for variant, run in first.items():
         cfg = config_of(run)
         why = why_not_fused(cfg)
-        if most_members(cfg, rule) > 1:
+        if most_members(cfg, rule) > 1 or max(sizes[variant]) > 1:  # a relaunch resumes recorded arrays anyway
             how = describe_sizes(sizes[variant])
         elif why:
             how = f"alone: it does not fuse ({why})"

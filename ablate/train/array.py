@@ -80,12 +80,12 @@ def train_array(cfgs: list[DictConfig], array_dir: Path | None = None) -> list[P
     for cfg, task in zip(cfgs, tasks):
         check_settings(cfg, system.model.template, task)
     array_dir = Path(array_dir) if array_dir else array_dir_of(cfgs)
-    done = [c.output_dir for c in cfgs if _settled(Path(c.output_dir), c)]
-    if done and len(done) < len(cfgs) and not (array_dir / "last.ckpt").is_file():
+    finished = [c.output_dir for c in cfgs if _settled(Path(c.output_dir), c, (Status.FINISHED,))]
+    if finished and len(finished) < len(cfgs) and not (array_dir / "last.ckpt").is_file():
         # trained again in another array it would be another run (its dropout masks); resumed in its own array, the
         # checkpoint knows it ended, and it stays as it ended
-        raise ConfigError("output_dir", str(done[0]), "a run directory not yet trained to its end: this one is, and "
-                          "an array trains its members together; leave it out", "command line")
+        raise ConfigError("output_dir", str(finished[0]), "a run directory not yet trained to its end: this one is, "
+                          "and an array trains its members together; leave it out", "command line")
     run_dirs = [make_run_dir(c)[0] for c in cfgs]  # a failed array keeps its members, each marked failed
     with ExitStack() as locks:
         for run_dir in run_dirs:
@@ -96,10 +96,10 @@ def train_array(cfgs: list[DictConfig], array_dir: Path | None = None) -> list[P
     return run_dirs
 
 
-def _settled(run_dir: Path, cfg: DictConfig) -> bool:
-    """Whether ``run_dir`` holds this config's run, ended (finished, failed or stopped)."""
+def _settled(run_dir: Path, cfg: DictConfig, statuses: tuple[str, ...] = SETTLED) -> bool:
+    """Whether ``run_dir`` holds this config's run, ended (finished, failed or stopped; or as ``statuses`` say)."""
     result = read_result(run_dir) or {}
-    return result.get("status") in SETTLED and result.get("config_hash") == config_hash(cfg)
+    return result.get("status") in statuses and result.get("config_hash") == config_hash(cfg)
 
 
 def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs: list[Path], array_dir: Path,
@@ -111,7 +111,8 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
                                           "config_hashes": [config_hash(c) for c in cfgs]})
     last = array_dir / "last.ckpt"
     resume = last if last.is_file() else None
-    members = [_member(k, c, d) for k, (c, d) in enumerate(zip(cfgs, run_dirs))]
+    # a member that failed or stopped before the array's first checkpoint trains again from step 0 with the others
+    members = [_member(k, c, d, keep_ended=resume is not None) for k, (c, d) in enumerate(zip(cfgs, run_dirs))]
     precision = resolve_precision(cfgs[0].trainer.precision, cfgs[0].trainer.accelerator)
     base = {"allocator": allocator_in_use(), "precision": precision, "parameters": system.n_params["total"],
             "parameters_by_part": system.n_params, "resumed_from": str(resume) if resume else None,
@@ -163,11 +164,11 @@ def _drop_cut_writes(paths: list[Path]) -> None:
                     entry.unlink(missing_ok=True)
 
 
-def _member(index: int, cfg: DictConfig, run_dir: Path) -> Member:
-    """Member ``index``: running, with its loggers; or, when it ended in an earlier attempt of this array (failed or
-    stopped alone, the array then killed), as it ended, its record left as it is."""
+def _member(index: int, cfg: DictConfig, run_dir: Path, keep_ended: bool) -> Member:
+    """Member ``index``: running, with its loggers; or, when it ended in the earlier attempt of this array that
+    ``keep_ended`` resumes (failed or stopped alone, the array then killed), as it ended, its record left as it is."""
     result = read_result(run_dir) or {}
-    if _settled(run_dir, cfg):
+    if keep_ended and _settled(run_dir, cfg):
         return Member(index, run_dir, cfg, [], status=Status(result["status"]), error=result.get("error"),
                       stopped_because=result.get("stopped_because"), step=result.get("step", 0), ended_before=True)
     return Member(index, run_dir, cfg, make_loggers(cfg, run_dir, beside_others=True))

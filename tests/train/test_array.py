@@ -310,3 +310,20 @@ def test_a_member_final_train_loss_is_its_last_window_when_max_steps_is_a_multip
         assert [int(r["step"]) for r in rows] == list(range(4, STEPS + 1, 4))
         final = read_result(run_dir)["final"]["train/loss"]
         assert final == rows[-1]["train/loss"] > 0
+
+
+@pytest.mark.parametrize("status, refused", [("interrupted", True), ("running", True), ("finished", False),
+                                             ("failed", False)])
+def test_a_member_not_ended_is_never_resumed_as_a_solo_run(tmp_path, status, refused):
+    """Its last.ckpt holds its weights only (a solo resume failed on KeyError 'pytorch-lightning_version'): ablate
+    train refuses it, naming its array; an ended member is left to the ordinary checks."""
+    from ablate.errors import ConfigError
+    from ablate.train.preflight import check_not_an_array_member
+
+    previous = {"status": status, "fused": {"members": 3, "index": 1, "array": "sweeps/t/arrays/abc"}}
+    if refused:
+        with pytest.raises(ConfigError, match="sweeps/t/arrays/abc"):
+            check_not_an_array_member(tmp_path, previous)
+    else:
+        check_not_an_array_member(tmp_path, previous)
+    check_not_an_array_member(tmp_path, {"status": "interrupted"})  # a solo run's
