@@ -73,12 +73,14 @@ def ablate(args: list[str], cwd: Path, background: bool = False):
 
 
 def record(sweep_dir: Path) -> dict:
-    """What must not depend on a fault: each run's status, step, final, best, history and logged rows."""
+    """What must not depend on a fault: each run's status, step, final, best, history and logged rows (tokens/s, a
+    measured time, left out)."""
     out = {}
     for run in json.loads((sweep_dir / "plan.json").read_text())["runs"]:
         run_dir = sweep_dir / run["run_dir"]
         result = json.loads((run_dir / "result.json").read_text())
         progress = run_dir / "progress.json"
+        result["final"] = {k: v for k, v in (result.get("final") or {}).items() if "tokens_per_s" not in k}
         out[run["id"]] = {"result": {k: result.get(k) for k in ("status", "step", "final", "best")},
                           "history": json.loads(progress.read_text())["history"] if progress.is_file() else None,
                           "rows": [{k: v for k, v in r.items() if "tokens_per_s" not in k}
@@ -122,8 +124,8 @@ def verdict(out: subprocess.CompletedProcess, sweep_dir: Path, expected: dict) -
     if out.returncode != 0:
         return False, f"exit {out.returncode}: {lines[-1][:120] if lines else ''}"
     got = record(sweep_dir)
-    wrong = [k for k in expected if got.get(k) != expected[k]]
-    return (not wrong), "same answer" if not wrong else f"{len(wrong)} runs differ"
+    wrong = sorted({f for k in expected for f in expected[k] if got.get(k, {}).get(f) != expected[k][f]})
+    return (not wrong), "same answer" if not wrong else f"differs in {', '.join(wrong)}"
 
 
 def trial(kind: str, work: Path, sweeps: dict, expected: dict, rng: random.Random, k: int) -> tuple[bool, str]:
