@@ -7,14 +7,16 @@ import itertools
 import shutil
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
 from omegaconf import OmegaConf
 
 from ablate.errors import ConfigError
-from ablate.runs.files import read_json
+from ablate.runs.files import read_json, read_result
 from ablate.runs.owner import check_folder, claim, sweep_identity
+from ablate.runs.status import SETTLED
 from ablate.sweep.memory import training_bytes
 from ablate.sweep.plan import (Planner, PlannedRun, default_sweep_dir, factor_record, factorial_of, read_planned,
                                run_config, write_plan)
@@ -101,6 +103,21 @@ def check_writable(sweep_dir: Path, runs: list[PlannedRun], retry_failed: bool) 
             except OSError as exc:
                 raise ConfigError("folder", str(folder), f"a folder this launch can write to ({exc.strerror}): "
                                   "relaunch where the sweep's folder is writable", "command line") from None
+
+
+def check_array_checkpoints(sweep_dir: Path) -> None:
+    """Every seed array a relaunch resumes (one with a member not yet ended) has a whole checkpoint, or none.
+
+    Raises:
+        ConfigError: one is cut short or not a checkpoint, naming it and what to do.
+    """
+    for last in sorted(sweep_dir.glob("arrays/*/last.ckpt")):
+        record = last.parent / "array.json"
+        members = (read_json(record) or {}).get("members", []) if record.is_file() else []
+        ended = all((read_result(Path(m)) or {}).get("status") in SETTLED for m in members)
+        if members and not ended and not zipfile.is_zipfile(last):  # torch.save writes a zip: a cut one has no index
+            raise ConfigError("checkpoint", str(last), "a seed array's checkpoint to resume from (this one is "
+                              "truncated or not a checkpoint): delete it to train its array from its first step")
 
 
 Runs = list[PlannedRun]
@@ -210,6 +227,7 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
         return sweep_dir, runs, None
     check_writable(sweep_dir, runs, retry_failed)
     read_groups(sweep_dir)  # a damaged record of the arrays is refused before anything is written
+    check_array_checkpoints(sweep_dir)
     _claim(sweep, sweep_dir, extra, write=True)
     if sweep.path.resolve() != (sweep_dir / "sweep.yaml").resolve():
         shutil.copyfile(sweep.path, sweep_dir / "sweep.yaml")

@@ -79,3 +79,19 @@ def test_a_read_only_run_folder_is_refused_in_one_line_and_nothing_is_written(tm
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "Read-only file system" in lines[0] and str(run_dir.name) in lines[0], lines
     assert {p: p.read_bytes() for p in sweep_dir.rglob("*") if p.is_file()} == before
+
+
+def test_a_cut_array_checkpoint_is_refused_naming_it_unless_its_array_ended(tmp_path):
+    from ablate.runs.files import write_json
+    from ablate.sweep.launch import check_array_checkpoints
+
+    members = [tmp_path / "runs" / name for name in ("a", "b")]
+    for member, status in zip(members, ("finished", "interrupted")):
+        write_json(member / "result.json", {"status": status})
+    array = tmp_path / "arrays" / "abc"
+    write_json(array / "array.json", {"members": [str(m) for m in members]})
+    (array / "last.ckpt").write_bytes(b"PK\x03\x04 cut short")
+    with pytest.raises(ConfigError, match="abc/last.ckpt.*delete it"):
+        check_array_checkpoints(tmp_path)
+    write_json(members[1] / "result.json", {"status": "finished"})  # the array ended: its checkpoint is not read
+    check_array_checkpoints(tmp_path)
