@@ -67,6 +67,9 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
                        help="at most N runs in the sweep (its run_cap, or a cap on an open-ended random or bayes "
                             "sweep, which otherwise runs until stopped)")
     sweep.add_argument("--retry-failed", action="store_true", help="run failed runs again")
+    sweep.add_argument("--change-design", action="store_true",
+                       help="relaunch under a design (method, decide: margin, max_seeds, alpha, first seeds) other "
+                            "than the first launch's: every look is replayed under the new one")
     sweep.add_argument("--max-seeds", type=int, default=None, metavar="N",
                        help="sequential design: add seeds to undecided rows, up to N each (the sweep's "
                             "decide.max_seeds)")

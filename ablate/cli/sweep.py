@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -76,6 +78,24 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError(bad[0], bad[0], "an override of the form key=value", "command line")
 
 
+# (option, attribute, its default): what a relaunch repeats of the command line
+RELAUNCH_OPTIONS = (("--out", "out", None), ("--workers", "workers", None), ("--runs-per-gpu", "runs_per_gpu", "auto"),
+                    ("--fuse", "fuse", "auto"), ("--max-runs", "max_runs", None), ("--max-seeds", "max_seeds", None),
+                    ("--backend", "backend", "local"), ("--address", "address", None),
+                    ("--gpus-per-run", "gpus_per_run", None), ("--cpus-per-run", "cpus_per_run", None))
+
+
+def relaunch_command(args: argparse.Namespace) -> str:
+    """The command that resumes this sweep: the same sweep file, overrides and options."""
+    words = ["ablate", "sweep", args.sweep, *args.overrides]
+    for option, name, default in RELAUNCH_OPTIONS:
+        value = getattr(args, name, default)
+        if value != default and value is not None:
+            words += [option, str(value)]
+    flags = [f for f, on in (("--retry-failed", args.retry_failed), ("--change-design", args.change_design)) if on]
+    return shlex.join(words + flags)
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ablate.sweep import load_sweep
     from ablate.cli.matrix import format_matrix, plan_json
@@ -112,13 +132,25 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
         runner = RayRunner.connect(args.address, gpus_per_run=args.gpus_per_run, cpus_per_run=args.cpus_per_run,
                                    dry_run=args.dry_run)
-    sweep_dir, runs, outcome = launch(sweep, extra=args.overrides, sweep_dir=Path(args.out) if args.out else None,
-                                      workers=args.workers or default_workers(), runs_per_gpu=args.runs_per_gpu,
-                                      dry_run=args.dry_run, retry_failed=args.retry_failed, runner=runner,
-                                      fuse=args.fuse)
+    notes: list[str] = []
+    from ablate.sweep.runner import interrupt_on
+
+    try:
+        with interrupt_on(signal.SIGTERM):
+            sweep_dir, runs, outcome = launch(sweep, extra=args.overrides,
+                                              sweep_dir=Path(args.out) if args.out else None,
+                                              workers=args.workers or default_workers(),
+                                              runs_per_gpu=args.runs_per_gpu, dry_run=args.dry_run,
+                                              retry_failed=args.retry_failed, runner=runner, fuse=args.fuse,
+                                              notes=None if args.json else notes,
+                                              change_design=args.change_design)
+    except KeyboardInterrupt as stop:
+        signum = getattr(stop, "signum", signal.SIGINT)
+        print(f"ablate: interrupted by {signal.Signals(signum).name}: ended runs are kept, the others resume from "
+              f"their checkpoints with: {relaunch_command(args)}", file=sys.stderr)
+        return 128 + signum
     if outcome is None:
-        print(plan_json(sweep, runs) if args.json else "\n".join([format_matrix(sweep, runs), "",
-                                                                    *_seeds_note(sweep, runs, args, runner)]))
+        print(plan_json(sweep, runs) if args.json else "\n".join([format_matrix(sweep, runs), "", *notes]))
         return 0
     print_report(sweep_dir)
     if outcome.closed:
@@ -133,18 +165,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"ablate: {len(outcome.failed)} of {len(runs)} runs failed (see their result.json)", file=sys.stderr)
     print(sweep_dir)
     return 1 if outcome.failed or outcome.interrupted else 0
-
-
-def _seeds_note(sweep, runs: list, args: argparse.Namespace, runner) -> list[str]:
-    """The dry run's word on which seeds train fused (:func:`ablate.sweep.arrays.seeds_note`)."""
-    from ablate.sweep.arrays import fusing, seeds_note
-    from ablate.sweep.plan import run_config
-    from ablate.sweep.runner import visible_gpus
-
-    if runner is not None:
-        return ["how seeds train: alone, each run a Ray task (seed arrays are trained by the local pool)"]
-    return seeds_note(runs, fusing(args.fuse, gpus=visible_gpus()),
-                      lambda r: run_config(sweep, r.overrides, None, args.overrides, r.labels))
 
 
 def print_report(sweep_dir: Path, *, wide: bool = False) -> bool:

@@ -11,18 +11,24 @@ null (the default) follows the pool's ``--fuse``:
 - ``on``: fused wherever the variant fuses, :data:`MAX_MEMBERS` at most (or the GPU's share, on a GPU);
   ``off``: every run alone, one process each; ``N``: at most N members.
 
-An array takes the runs of its variant that are waiting in the queue when a worker is free: the seeds a look of the
-sequential design adds run as a new array.
+Which runs share an array is decided once, when they are first queued together (the plan's runs at the first
+launch; the seeds a look of the sequential design adds, as new arrays), and recorded in ``<sweep_dir>/arrays.json``
+before any of them starts. A relaunch, with any ``--workers`` or ``--fuse``, trains the same arrays: an array's
+members differ from the same seeds in another grouping (their dropout masks), and a killed array resumes only from
+its own checkpoint. The dry run shows the grouping the launch will record (:func:`plan_groups`).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from omegaconf import DictConfig
 
-from ablate.runs.files import variant_hash
+from ablate.errors import ConfigError
+from ablate.runs.files import read_json, variant_hash, write_json
 from ablate.sweep.plan import PlannedRun
 from ablate.sweep.queue import RunQueue
 
@@ -84,61 +90,143 @@ def fusing(setting: str | int, *, gpus: Sequence[Any], slots_per_gpu: int = 1, r
                           "benchmarks/fuse.py); --fuse on, or trainer.fuse=true, fuses them")
 
 
-def seeds_note(runs: list, rule: Fusing, config_of: Callable[[Any], DictConfig]) -> list[str]:
-    """The dry run's word on how each variant's seeds will run: fused (how many an array at most) or alone, and why
-    (``config_of(run)``: the run's validated config)."""
+def describe_sizes(sizes: list[int]) -> str:
+    """How a variant's seeds train, from its arrays' sizes (1: a seed alone): ``fused, 2 arrays of 3 + 2 seeds``."""
+    arrays = sorted((n for n in sizes if n > 1), reverse=True)
+    alone = len(sizes) - len(arrays)
+    parts = [f"fused, {len(arrays)} array{'s' if len(arrays) > 1 else ''} of {' + '.join(map(str, arrays))} seeds"] \
+        if arrays else []
+    parts += [f"{alone} seed{'s' if alone > 1 else ''} alone"] if alone else []
+    return "; ".join(parts)
+
+
+def seeds_note(groups: list[list[PlannedRun]], rule: Fusing, config_of: Callable[[Any], DictConfig],
+               later_looks: bool = False) -> list[str]:
+    """The dry run's word on how each variant's seeds will run: the arrays the launch trains (``groups``: each
+    array's runs, as :func:`seed_arrays` records them; a run alone is a group of one), and why a variant that does
+    not fuse trains alone (``config_of(run)``: the run's validated config)."""
     from ablate.train.fusable import why_not_fused
 
+    sizes: dict[str, list[int]] = {}
     first: dict[str, Any] = {}
-    seeds: dict[str, int] = {}
-    for run in runs:
-        first.setdefault(run.variant, run)
-        seeds[run.variant] = seeds.get(run.variant, 0) + 1
+    for group in groups:
+        first.setdefault(group[0].variant, group[0])
+        sizes.setdefault(group[0].variant, []).append(len(group))
     lines = [f"how seeds train: {rule.why}"]
     for variant, run in first.items():
         cfg = config_of(run)
         why = why_not_fused(cfg)
-        most = rule.members_for(cfg, why is None)
-        if most > 1:
-            how = f"fused, {min(most, seeds[variant])} seeds an array" + (" (trainer.fuse)" if cfg.trainer.fuse
-                                                                            else "")
+        if most_members(cfg, rule) > 1 or max(sizes[variant]) > 1:  # a relaunch resumes recorded arrays anyway
+            how = describe_sizes(sizes[variant])
         elif why:
             how = f"alone: it does not fuse ({why})"
         else:
             how = "alone" + (" (trainer.fuse: false)" if cfg.trainer.fuse is False else "")
         lines.append(f"  {variant}: {how}")
+    if later_looks:
+        lines.append("  the seeds a later look adds: arrays of their own, grouped by the same rule when it adds them")
     return lines
 
 
-def seed_arrays(queue: RunQueue, config_of: Callable[[PlannedRun], DictConfig], rule: Fusing,
-                n_slots: int) -> Callable[[PlannedRun], list[PlannedRun]]:
-    """``run`` -> the runs that train with it: itself, and the seeds of its variant waiting in the queue when it
-    fuses (``config_of(run)``: its config). A variant's waiting seeds are split into as many arrays as there are slots
-    its variant does not need to share with the other variants waiting (ten seeds of one variant and two workers: two
-    arrays of five, not one of ten beside an idle worker; four variants and two workers: an array each)."""
+ARRAYS_FILE = "arrays.json"  # in the sweep folder: {"arrays": [[run id, ...], ...]}, each list one array's members
+
+
+def read_groups(sweep_dir: Path) -> dict[str, tuple[str, ...]]:
+    """Run id -> the ids of the members of its array, as an earlier launch recorded them ({} when none did).
+
+    Raises:
+        ConfigError: the file is not as ablate writes it, naming it.
+    """
+    path = Path(sweep_dir) / ARRAYS_FILE
+    if not path.is_file():
+        return {}
+    data = read_json(path)
+    arrays = data.get("arrays") if isinstance(data, dict) else None
+    if not isinstance(arrays, list) or not all(isinstance(a, list) and a and all(isinstance(i, str) for i in a)
+                                               for a in arrays):
+        raise ConfigError("file", str(path), "a sweep's seed arrays as ablate writes them (a list of lists of run "
+                          "ids): restore it, or delete it only if no array of this sweep has started")
+    return {run_id: tuple(ids) for ids in arrays for run_id in ids}
+
+
+def write_groups(sweep_dir: Path, groups: dict[str, tuple[str, ...]]) -> None:
+    """Record every array's members (atomically)."""
+    arrays = list(dict.fromkeys(groups.values()))
+    write_json(Path(sweep_dir) / ARRAYS_FILE, {"arrays": [list(a) for a in arrays]})
+
+
+def most_members(cfg: DictConfig, rule: Fusing) -> int:
+    """The most members an array of ``cfg``'s run may have under ``rule`` (1: it trains alone)."""
     from ablate.train.fusable import why_not_fused
 
-    variants: dict[str, str] = {}
-    chunks: dict[str, int] = {}  # a variant's array size, fixed when its seeds are first split
+    return rule.members_for(cfg, why_not_fused(cfg) is None)
 
-    def variant(run: PlannedRun) -> str:
-        if run.id not in variants:
-            variants[run.id] = variant_hash(config_of(run))
-        return variants[run.id]
 
-    def members(run: PlannedRun) -> list[PlannedRun]:
-        cfg = config_of(run)
-        most = rule.members_for(cfg, why_not_fused(cfg) is None)
-        if most == 1:
-            return [run]
-        mine = variant(run)
-        if mine not in chunks:
-            waiting = [variant(r) for r in queue.todo]
-            arrays = max(1, n_slots - len(set(waiting) - {mine}))
-            chunks[mine] = -(-(1 + waiting.count(mine)) // arrays)  # ceil
-        group = [run, *queue.take(lambda other: variant(other) == mine, min(most, chunks[mine]) - 1)]
-        if not any(variant(r) == mine for r in queue.todo):
-            del chunks[mine]  # the next look's seeds are split afresh
-        return group
+def plan_groups(runs: Sequence[PlannedRun], config_of: Callable[[PlannedRun], DictConfig], rule: Fusing,
+                n_slots: int) -> list[list[PlannedRun]]:
+    """The arrays of ``runs`` (queued together, in queue order), each a list of runs (one run: it trains alone).
+
+    The slots are shared out over the variants queued: each variant's seeds are split into ``n_slots // variants``
+    arrays (at least one), as even as they go, at most its rule's members an array (ten seeds of one variant and two
+    workers: two arrays of five, not one of ten beside an idle worker; two variants and two workers: an array each).
+    """
+    variant = {r.id: variant_hash(config_of(r)) for r in runs}
+    most = {r.id: most_members(config_of(r), rule) for r in runs}
+    counts: dict[str, int] = {}
+    for run in runs:
+        counts[variant[run.id]] = counts.get(variant[run.id], 0) + 1
+    arrays = max(1, n_slots // max(1, len(counts)))
+    waiting, groups = list(runs), []
+    while waiting:
+        run = waiting.pop(0)
+        mine = variant[run.id]
+        size = min(most[run.id], -(-counts[mine] // arrays))  # ceil: the arrays as even as they go
+        group = [run, *[r for r in waiting if variant[r.id] == mine][:size - 1]]
+        waiting = [r for r in waiting if r not in group]
+        groups.append(group)
+    return groups
+
+
+Arrays = Callable[[PlannedRun], tuple[list[PlannedRun], list[PlannedRun]]]  # run -> (its array, taken from the queue)
+
+
+def seed_arrays(queue: RunQueue, config_of: Callable[[PlannedRun], DictConfig], rule: Fusing, n_slots: int,
+                sweep_dir: Path, *, record: bool = True) -> Arrays:
+    """``run`` -> (the runs of its array in their recorded order, itself alone when it trains alone; those of them
+    taken from the queue now).
+
+    A run no launch has grouped yet is grouped with every other ungrouped run waiting in the queue
+    (:func:`plan_groups`), and the grouping is recorded before the run starts; a grouped run gets its recorded
+    array, whatever waits now. The members the queue no longer holds (they ended in an earlier attempt of their
+    array) are in the first list only: the array resumes with them, and only the runs taken from the queue are reported.
+    """
+    groups = read_groups(sweep_dir)
+
+    def members(run: PlannedRun) -> tuple[list[PlannedRun], list[PlannedRun]]:
+        if run.id not in groups and most_members(config_of(run), rule) > 1:
+            fresh = [run, *(r for r in queue.todo if r.id not in groups)]
+            for group in plan_groups(fresh, config_of, rule, n_slots):
+                if len(group) > 1 or most_members(config_of(group[0]), rule) > 1:  # a fusing variant's: recorded
+                    groups.update({r.id: tuple(g.id for g in group) for r in group})
+            if record:
+                write_groups(sweep_dir, groups)
+        ids = groups.get(run.id, (run.id,))
+        taken = [run, *queue.take(lambda other: other.id in ids and other.id != run.id, len(ids))]
+        by_id = {r.id: r for r in queue.runs}
+        return [by_id[i] if i in by_id else run for i in ids], taken
 
     return members
+
+
+def arrays_of(todo: list[PlannedRun], runs: list[PlannedRun], config_of: Callable[[PlannedRun], DictConfig],
+              rule: Fusing, n_slots: int, sweep_dir: Path) -> list[list[PlannedRun]]:
+    """The arrays a launch trains ``todo`` (the runs it will queue, in order; ``runs``: all planned) as, each a list of
+    runs: what :func:`seed_arrays` will hand out, read from the record where an earlier launch made one, without
+    recording anything (the dry run)."""
+    queue = RunQueue.__new__(RunQueue)
+    queue.todo, queue.runs, queue.closed = deque(todo), runs, None
+    members = seed_arrays(queue, config_of, rule, n_slots, sweep_dir, record=False)
+    arrays = []
+    while queue.todo:
+        arrays.append(members(queue.todo.popleft())[0])
+    return arrays

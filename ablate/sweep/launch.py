@@ -6,18 +6,23 @@ from __future__ import annotations
 import itertools
 import shutil
 import sys
+import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
 from omegaconf import OmegaConf
 
+from ablate.errors import ConfigError
+from ablate.runs.files import read_json, read_result
 from ablate.runs.owner import check_folder, claim, sweep_identity
+from ablate.runs.status import SETTLED
 from ablate.sweep.memory import training_bytes
 from ablate.sweep.plan import (Planner, PlannedRun, default_sweep_dir, factor_record, factorial_of, read_planned,
                                run_config, write_plan)
 from ablate.sweep.progress import start_note
 from ablate.sweep.queue import BayesQueue, RunQueue, StreamQueue
-from ablate.sweep.arrays import fusing, processes_per_gpu
+from ablate.sweep.arrays import Fusing, arrays_of, fusing, processes_per_gpu, read_groups, seeds_note
 from ablate.sweep import runner as pool
 from ablate.sweep.runner import Outcome, execute, pending, slots
 from ablate.sweep.spec import Sweep
@@ -37,6 +42,82 @@ def _claim(sweep: Sweep, sweep_dir: Path, extra: list[str], *, write: bool) -> N
     if not write:
         return check_folder(sweep_dir, "sweep", identity, key="--out")
     claim(sweep_dir, "sweep", identity, key="--out")
+
+
+DESIGN_KEYS = {"alpha": "decide.alpha", "margin": "decide.margin", "max_seeds": "decide.max_seeds (--max-seeds)",
+               "first": "the first look's seeds"}  # plan.json's design -> what a user changes to change it
+
+
+def check_design(sweep: Sweep, sweep_dir: Path) -> None:
+    """A relaunch keeps the design its sweep was first launched with (the method, the margin, the error, the seeds):
+    an interval's level and a sequential design's error spending hold only for the design fixed before any run.
+
+    Raises:
+        ConfigError: the sweep folder's plan.json records another design, naming each change.
+    """
+    path = sweep_dir / "plan.json"
+    if not path.is_file():
+        return
+    old = read_json(path)
+    if not isinstance(old, dict) or not isinstance(old.get("design", {}), dict):
+        return  # read_planned names a damaged plan where it reads one
+    was, now = old.get("design") or {}, sweep.design(1).to_json()
+    changes = [f"{name} {was.get(key)!r} -> {now.get(key)!r}" for key, name in DESIGN_KEYS.items()
+               if key in was and was.get(key) != now.get(key)]
+    if old.get("method") not in (None, sweep.method):
+        changes.insert(0, f"method {old['method']!r} -> {sweep.method!r}")
+    if changes:
+        raise ConfigError("design", "; ".join(changes), f"the design {sweep_dir} was first launched with: a "
+                          "relaunch keeps it (--change-design replays every look under the new one; --out a new "
+                          "folder starts a new sweep)", str(sweep.path))
+
+
+def probe(folder: Path) -> None:
+    """Write and remove a temporary file in ``folder``.
+
+    Raises:
+        OSError: it cannot be written (a read-only filesystem, no space, no permission).
+    """
+    with tempfile.TemporaryFile(dir=folder):
+        pass
+
+
+def check_writable(sweep_dir: Path, runs: list[PlannedRun], retry_failed: bool) -> None:
+    """The folders a launch writes in (the sweep's, each unsettled run's and its checkpoints', the arrays') take a
+    file, before anything is written: a relaunch on a read-only copy is refused whole, nothing half-written.
+
+    Raises:
+        ConfigError: naming the first folder that does not, and why.
+    """
+    if not sweep_dir.is_dir():
+        return
+    todo, _ = pending([*runs, *(r for r in read_planned(sweep_dir) if r.id not in {p.id for p in runs})], sweep_dir,
+                      retry_failed)
+    folders = [sweep_dir, *(sweep_dir / "arrays").glob("*/")]
+    for run in todo:
+        folders += [sweep_dir / run.run_dir, sweep_dir / run.run_dir / "checkpoints"]
+    for folder in folders:
+        if folder.is_dir():
+            try:
+                probe(folder)
+            except OSError as exc:
+                raise ConfigError("folder", str(folder), f"a folder this launch can write to ({exc.strerror}): "
+                                  "relaunch where the sweep's folder is writable", "command line") from None
+
+
+def check_array_checkpoints(sweep_dir: Path) -> None:
+    """Every seed array a relaunch resumes (one with a member not yet ended) has a whole checkpoint, or none.
+
+    Raises:
+        ConfigError: one is cut short or not a checkpoint, naming it and what to do.
+    """
+    for last in sorted(sweep_dir.glob("arrays/*/last.ckpt")):
+        record = last.parent / "array.json"
+        members = (read_json(record) or {}).get("members", []) if record.is_file() else []
+        ended = all((read_result(Path(m)) or {}).get("status") in SETTLED for m in members)
+        if members and not ended and not zipfile.is_zipfile(last):  # torch.save writes a zip: a cut one has no index
+            raise ConfigError("checkpoint", str(last), "a seed array's checkpoint to resume from (this one is "
+                              "truncated or not a checkpoint): delete it to train its array from its first step")
 
 
 Runs = list[PlannedRun]
@@ -82,24 +163,71 @@ def plan_queue(sweep: Sweep, sweep_dir: Path, planner: Planner, *, dry_run: bool
     return runs, lambda todo, save, again: RunQueue(sweep, sweep_dir, runs, todo)
 
 
+def local_pool(planner: Planner, runs: list[PlannedRun], *, workers: int, runs_per_gpu: str | int,
+               fuse: str | int) -> tuple[list[dict[str, str]], Fusing]:
+    """This machine's pool for ``runs``: one environment per slot (:func:`ablate.sweep.runner.slots`) and which seeds
+    fuse (:func:`ablate.sweep.arrays.fusing`), as the launch and its dry run see them."""
+    biggest = max((r.parameters for r in runs), default=0)
+    need = training_bytes(planner.base, biggest) if runs else None
+    gpus = pool.visible_gpus()  # looked up at the call: what the pool sees now (and what a test fakes)
+    per_gpu = processes_per_gpu(runs_per_gpu, fuse, gpus)
+    where = slots(workers=workers, runs_per_gpu=per_gpu, gpus=gpus, run_bytes=need if per_gpu == "auto" else None)
+    return where, fusing(fuse, gpus=gpus, slots_per_gpu=max(1, len(where) // max(1, len(gpus))), run_bytes=need)
+
+
+def dry_run_notes(sweep: Sweep, sweep_dir: Path, planner: Planner, runs: list[PlannedRun], *, extra: list[str],
+                  workers: int, runs_per_gpu: str | int, fuse: str | int, retry_failed: bool,
+                  runner: Any) -> list[str]:
+    """What the launch would do beyond the plan: how many runs ended in earlier launches, and how each variant's
+    seeds train (the arrays it would record, or resume: :func:`ablate.sweep.arrays.arrays_of`)."""
+    earlier = read_planned(sweep_dir) if (sweep_dir / "plan.json").is_file() else []
+    known = {r.id for r in runs}
+    every = [*runs, *(r for r in earlier if r.id not in known)]
+    todo, _ = pending(every, sweep_dir, retry_failed, sweep.evaluate_options())
+    lines = []
+    if len(todo) < len(every):
+        lines.append(f"{len(every) - len(todo)} of {len(every)} runs planned so far ended in earlier launches; "
+                     f"{len(todo)} to train" + (" now" if sweep.decide.max_seeds else ""))
+    if runner is not None:
+        return [*lines, "how seeds train: alone, each run a Ray task (seed arrays are trained by the local pool)"]
+    where, rule = local_pool(planner, every, workers=workers, runs_per_gpu=runs_per_gpu, fuse=fuse)
+
+    def config_of(run: PlannedRun):
+        return run_config(sweep, run.overrides, sweep_dir / run.run_dir, extra, run.labels)
+
+    groups = arrays_of(todo, every, config_of, rule, len(where), sweep_dir)
+    return [*lines, *seeds_note(groups, rule, config_of, later_looks=bool(sweep.decide.max_seeds))]
+
+
 def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: int, dry_run: bool,
            retry_failed: bool, progress: bool = True, runs_per_gpu: str | int = 1,
-           runner: Any = None, fuse: str | int = "auto") -> tuple[Path, list[PlannedRun], Outcome | None]:
+           runner: Any = None, fuse: str | int = "auto", notes: list[str] | None = None,
+           change_design: bool = False) -> tuple[Path, list[PlannedRun], Outcome | None]:
     """Plan every run (validating each config), then run the pending ones unless ``dry_run``.
 
     A bayes sweep plans its points as it goes: its dry run plans (and shows) the first point only.
     ``runner``: where runs train (:class:`ablate.sweep.ray_backend.RayRunner`); default this machine's pool of
     ``workers`` (``runs_per_gpu`` on each GPU); ``fuse``: which seeds train as seed arrays there
-    (:func:`ablate.sweep.arrays.fusing`; a ``runner`` trains every run alone).
+    (:func:`ablate.sweep.arrays.fusing`; a ``runner`` trains every run alone); ``notes``: a dry run adds what it
+    would do beyond the plan (:func:`dry_run_notes`) to it; ``change_design``: a relaunch may change the design
+    (:func:`check_design`).
     """
     sweep_dir = sweep_dir or default_sweep_dir(sweep)
     if runner is not None:  # its runs train on other machines, which share the filesystem but not our cwd
         sweep_dir = sweep_dir.resolve()
     _claim(sweep, sweep_dir, extra, write=False)  # before the plan: a plan can read the folder (a bayes sweep's)
+    if not change_design:
+        check_design(sweep, sweep_dir)
     planner = Planner(sweep, extra, check=not dry_run)
     runs, queue_for = plan_queue(sweep, sweep_dir, planner, dry_run=dry_run)
     if dry_run:
+        if notes is not None:
+            notes += dry_run_notes(sweep, sweep_dir, planner, runs, extra=extra, workers=workers,
+                                   runs_per_gpu=runs_per_gpu, fuse=fuse, retry_failed=retry_failed, runner=runner)
         return sweep_dir, runs, None
+    check_writable(sweep_dir, runs, retry_failed)
+    read_groups(sweep_dir)  # a damaged record of the arrays is refused before anything is written
+    check_array_checkpoints(sweep_dir)
     _claim(sweep, sweep_dir, extra, write=True)
     if sweep.path.resolve() != (sweep_dir / "sweep.yaml").resolve():
         shutil.copyfile(sweep.path, sweep_dir / "sweep.yaml")
@@ -117,13 +245,7 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     if runner is not None:
         where, train = runner.slots(None if queue.total is None else queue.total - len(earlier)), runner.train
     else:
-        biggest = max((r.parameters for r in runs), default=0)
-        need = training_bytes(planner.base, biggest) if runs else None
-        gpus = pool.visible_gpus()  # looked up at the call: what the pool sees now (and what a test fakes)
-        per_gpu = processes_per_gpu(runs_per_gpu, fuse, gpus)
-        where, train = slots(workers=workers, runs_per_gpu=per_gpu, gpus=gpus,
-                             run_bytes=need if per_gpu == "auto" else None), None
-        rule = fusing(fuse, gpus=gpus, slots_per_gpu=max(1, len(where) // max(1, len(gpus))), run_bytes=need)
+        (where, rule), train = local_pool(planner, runs, workers=workers, runs_per_gpu=runs_per_gpu, fuse=fuse), None
     outcome = execute(queue, lambda r: OmegaConf.to_yaml(run_config(sweep, r.overrides, sweep_dir / r.run_dir, extra,
                                                                      r.labels)),
                       sweep_dir, slots=where, train=train, progress=progress, evaluate=evaluate,

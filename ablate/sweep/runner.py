@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -25,7 +26,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from omegaconf import OmegaConf
@@ -69,6 +70,44 @@ def pending(runs: list[PlannedRun], sweep_dir: Path, retry_failed: bool,
         else:
             todo.append(run)
     return todo, outcome
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal that stops a sweep as Ctrl-C does (``signum``: which)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def interrupt_on(signum: int) -> Iterator[None]:
+    """Within the block, ``signum`` (SIGTERM: a scheduler's preemption) stops the sweep as Ctrl-C does: the pool
+    passes it on to its runs (each then saves what resumes it) and waits for them."""
+    def stop(number: int, frame: Any) -> None:
+        raise Interrupted(number)
+
+    try:
+        previous = signal.signal(signum, stop)
+    except ValueError:  # not the main thread: leave the signal as it is
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signum, previous)
+
+
+_CHILDREN: set[int] = set()  # the run processes this sweep process has running now (their pids)
+_STOPPING: list[int] = []  # the signal that stopped the pool, once one did: a run that starts after it is stopped too
+
+
+def _stop_children(signum: int) -> None:
+    """Pass ``signum`` on to the runs still running (Ctrl-C reaches them from the terminal; a SIGTERM sent to the
+    sweep process alone does not)."""
+    for pid in list(_CHILDREN):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -188,11 +227,25 @@ def _ablate(args: list[str], log: Path, env: dict[str, str], cwd: Path | None, f
     returns its exit code (negative: the signal that killed it). The child is forked from the warm server
     (:mod:`ablate.sweep.warm`) unless ``fresh`` or the warm server is off: then a new interpreter."""
     if not fresh and warm.enabled():
-        return warm.run(args, log, env, cwd)
+        return warm.run(args, log, env, cwd, started=_started, ended=_CHILDREN.discard)
     with open(log, "ab") as out:
-        return subprocess.run([sys.executable, "-m", "ablate.cli", *args], stdout=out, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, env={**os.environ, **env}, cwd=cwd,
-                              preexec_fn=_die_with_parent if sys.platform == "linux" else None).returncode
+        child = subprocess.Popen([sys.executable, "-m", "ablate.cli", *args], stdout=out, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, env={**os.environ, **env}, cwd=cwd,
+                                 preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        _started(child.pid)
+        try:
+            return child.wait()
+        finally:
+            _CHILDREN.discard(child.pid)
+
+
+def _started(pid: int) -> None:
+    """Count a run process as running; one that started after the pool was stopped is stopped (SIGTERM: it may not
+    take Ctrl-C yet), and resumes on relaunch."""
+    _CHILDREN.add(pid)
+    if _STOPPING:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
 
 
 def _why(code: int, log: Path) -> str:
@@ -274,21 +327,22 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
             texts[run.id] = config_of(run)
         return texts[run.id]
 
-    members = (lambda run: [run]) if alone else seed_arrays(queue, lambda r: OmegaConf.create(text_of(r)), fusing,
-                                                             len(slots))
+    members = (lambda run: ([run], [run])) if alone else seed_arrays(
+        queue, lambda r: OmegaConf.create(text_of(r)), fusing, len(slots), sweep_dir)
 
-    def work(group: list[PlannedRun], slot: int) -> list[tuple[int, str]]:
+    def work(array: list[PlannedRun], group: list[PlannedRun], slot: int) -> list[tuple[int, str]]:
         for run in group:
             started[run.id] = time.monotonic()
-        if len(group) == 1:
+        if len(array) == 1:
             return [train(group[0], sweep_dir, text_of(group[0]), slots[slot], evaluate)]
-        return train_array_here(group, sweep_dir, [text_of(r) for r in group], slots[slot], evaluate)
+        ended = train_array_here(array, sweep_dir, [text_of(r) for r in array], slots[slot], evaluate)
+        return [e for r, e in zip(array, ended) if r in group]  # its members that ended before: reported then
 
-    with ThreadPoolExecutor(max_workers=len(slots)) as pool:
+    with contextlib.closing(bar), ThreadPoolExecutor(max_workers=len(slots)) as pool, _passed_on():
         while True:
             while free and (run := queue.next()) is not None:
-                slot, group = free.pop(), members(run)
-                running[pool.submit(work, group, slot)] = (group, slot)
+                slot, (array, group) = free.pop(), members(run)
+                running[pool.submit(work, array, group, slot)] = (group, slot)
                 seen.extend(group)
             if not running:
                 break
@@ -322,9 +376,22 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
                 bar.update(1)
             if hyperband is not None:
                 _stop_runs(hyperband, sweep_dir, seen, [r for g, _ in running.values() for r in g], metric, goal)
-    bar.close()
     outcome.closed = queue.closed
     return outcome
+
+
+@contextlib.contextmanager
+def _passed_on() -> Iterator[None]:
+    """A signal that stops the pool stops its runs before the pool waits for them: SIGTERM (:class:`Interrupted`)
+    is passed on to them, Ctrl-C reached them from the terminal; a run that starts after either is stopped too."""
+    _STOPPING.clear()
+    try:
+        yield
+    except KeyboardInterrupt as stop:
+        _STOPPING.append(getattr(stop, "signum", signal.SIGINT))
+        if isinstance(stop, Interrupted):
+            _stop_children(stop.signum)
+        raise
 
 
 MONITOR_EVERY = 2.0  # seconds between hyperband checks

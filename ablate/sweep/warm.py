@@ -29,7 +29,7 @@ import sys
 import tempfile
 import threading
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 # wandb too: a run that logs to W&B (the default) would import it again, seconds of pydantic building its settings'
@@ -37,8 +37,8 @@ from pathlib import Path
 # first use: its launch inputs (wandb.apis.public's pydantic models), requests, and the module WandbLogger imports Run
 # from; tests/sweep/test_warm.py checks that a run's W&B run starts without importing anything, so a wandb release
 # that imports something else on first use is caught there.
-PRELOAD = ["torch", "pytorch_lightning", "wandb", "wandb.sdk.launch.inputs.internal", "requests", "wandb.wandb_run",
-           "ablate.cli", "ablate.train.run", "ablate.evaluate.cli"]
+PRELOAD = ["ablate.sweep.warm_signals", "torch", "pytorch_lightning", "wandb", "wandb.sdk.launch.inputs.internal",
+           "requests", "wandb.wandb_run", "ablate.cli", "ablate.train.run", "ablate.evaluate.cli"]
 # Temporary folders wandb makes when it is imported, removed at exit; a run forked from the server shares them.
 SHARED_TEMPORARY = (("wandb.sdk.data_types._private", "MEDIA_TMP"),
                     ("wandb.sdk.artifacts.artifact", "Artifact._TMP_DIR"))
@@ -59,13 +59,19 @@ def _forkserver() -> multiprocessing.context.BaseContext:
     return _context[0]
 
 
-def run(args: list[str], log: Path, env: dict[str, str], cwd: Path | None) -> int:
-    """``ablate ARGS`` in a process forked from the warm server, its output appended to ``log``; its exit code."""
+def run(args: list[str], log: Path, env: dict[str, str], cwd: Path | None,
+        started: Callable[[int], None] = lambda pid: None, ended: Callable[[int], None] = lambda pid: None) -> int:
+    """``ablate ARGS`` in a process forked from the warm server, its output appended to ``log``; its exit code
+    (``started``, ``ended``: told its pid once it runs, and once it has ended)."""
     process = _forkserver().Process(target=_child, args=(list(args), str(log), dict(env), cwd and str(cwd)),
                                     daemon=False)
     with _STARTING, _without_main():
         process.start()
-    process.join()
+    started(process.pid)
+    try:
+        process.join()
+    finally:
+        ended(process.pid)
     return process.exitcode
 
 
@@ -115,6 +121,7 @@ def settle(env: dict[str, str]) -> None:
     # and wrote to every page holding one (copy-on-write copies of memory the runs share). They live as long as the
     # run anyway. gc.freeze's documentation recommends it for a fork without exec.
     gc.freeze()
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # the server ignores Ctrl-C (ablate.sweep.warm_signals)
     os.environ.update(env)
     from ablate.runtime import tune_glibc_malloc
 

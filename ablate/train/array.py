@@ -26,7 +26,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from ablate.data import build_task
 from ablate.data.members import MemberData
 from ablate.errors import ConfigError
-from ablate.runs.files import config_hash, read_result, variant_hash, write_atomic, write_json
+from ablate.runs.files import being_written, config_hash, read_result, variant_hash, write_atomic, write_json
 from ablate.runs.lock import run_lock
 from ablate.runs.status import SETTLED, Status
 from ablate.runtime import allocator_in_use
@@ -81,10 +81,12 @@ def train_array(cfgs: list[DictConfig], array_dir: Path | None = None) -> list[P
     for cfg, task in zip(cfgs, tasks):
         check_settings(cfg, system.model.template, task)
     array_dir = Path(array_dir) if array_dir else array_dir_of(cfgs)
-    done = [c.output_dir for c in cfgs if _settled(Path(c.output_dir), c)]
-    if done and len(done) < len(cfgs):  # trained again in another array it would be another run (its dropout masks)
-        raise ConfigError("output_dir", str(done[0]), "a run directory not yet trained to its end: this one is, and "
-                          "an array trains its members together; leave it out", "command line")
+    finished = [c.output_dir for c in cfgs if _settled(Path(c.output_dir), c, (Status.FINISHED,))]
+    if finished and len(finished) < len(cfgs) and not (array_dir / "last.ckpt").is_file():
+        # trained again in another array it would be another run (its dropout masks); resumed in its own array, the
+        # checkpoint knows it ended, and it stays as it ended
+        raise ConfigError("output_dir", str(finished[0]), "a run directory not yet trained to its end: this one is, "
+                          "and an array trains its members together; leave it out", "command line")
     run_dirs = [make_run_dir(c)[0] for c in cfgs]  # a failed array keeps its members, each marked failed
     with ExitStack() as locks:
         for run_dir in run_dirs:
@@ -95,25 +97,28 @@ def train_array(cfgs: list[DictConfig], array_dir: Path | None = None) -> list[P
     return run_dirs
 
 
-def _settled(run_dir: Path, cfg: DictConfig) -> bool:
-    """Whether ``run_dir`` holds this config's run, ended (finished, failed or stopped)."""
+def _settled(run_dir: Path, cfg: DictConfig, statuses: tuple[str, ...] = SETTLED) -> bool:
+    """Whether ``run_dir`` holds this config's run, ended (finished, failed or stopped; or as ``statuses`` say)."""
     result = read_result(run_dir) or {}
-    return result.get("status") in SETTLED and result.get("config_hash") == config_hash(cfg)
+    return result.get("status") in statuses and result.get("config_hash") == config_hash(cfg)
 
 
 def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs: list[Path], array_dir: Path,
          start: float, threads: str) -> None:
     array_dir.mkdir(parents=True, exist_ok=True)
+    _drop_cut_writes([array_dir / "last.ckpt", array_dir / "array.json",
+                      *(d / name for d in run_dirs for name in MEMBER_FILES)])
     write_json(array_dir / "array.json", {"members": [str(d) for d in run_dirs],
                                           "config_hashes": [config_hash(c) for c in cfgs]})
     last = array_dir / "last.ckpt"
     resume = last if last.is_file() else None
-    members = [Member(k, d, c, make_loggers(c, d, beside_others=True)) for k, (c, d) in enumerate(zip(cfgs, run_dirs))]
+    # a member that failed or stopped before the array's first checkpoint trains again from step 0 with the others
+    members = [_member(k, c, d, keep_ended=resume is not None) for k, (c, d) in enumerate(zip(cfgs, run_dirs))]
     precision = resolve_precision(cfgs[0].trainer.precision, cfgs[0].trainer.accelerator)
     base = {"allocator": allocator_in_use(), "precision": precision, "parameters": system.n_params["total"],
             "parameters_by_part": system.n_params, "resumed_from": str(resume) if resume else None,
             "started_at": start, "fused": {"members": len(cfgs), "array": str(array_dir)}}
-    for m in members:
+    for m in _active(members):
         write_atomic(m.run_dir / "config.yaml", OmegaConf.to_yaml(m.cfg))
         write_json(m.run_dir / "result.json", {**(read_result(m.run_dir) or {}), **_result(m, base, Status.RUNNING)})
     clock = WallClock(start)
@@ -137,7 +142,7 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
         raise RunFailed(array_dir, error) from exc
     finally:
         base["wall_time_s"] = clock.seconds
-        for m in members:
+        for m in _active(members):
             if m.status == Status.RUNNING:
                 m.status, m.error = status, error
                 m.step = getattr(system, "global_step", m.step) if status != Status.FAILED else m.step
@@ -145,6 +150,35 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
             write_json(m.run_dir / "result.json", result)
             for logger in m.loggers:
                 logger.finalize(m.status)
+
+
+# what an array writes in each member's folder (:mod:`ablate.train.members`)
+MEMBER_FILES = ("checkpoints/last.ckpt", "checkpoints/best.ckpt", "result.json", "progress.json", "config.yaml")
+
+
+def _drop_cut_writes(paths: list[Path]) -> None:
+    """Remove the temporary files an attempt killed while writing ``paths`` left beside them (their writers held the
+    members' locks, which this attempt holds now: no writer is left)."""
+    for path in paths:
+        if path.parent.is_dir():
+            for entry in path.parent.iterdir():
+                if being_written(path, entry):
+                    entry.unlink(missing_ok=True)
+
+
+def _member(index: int, cfg: DictConfig, run_dir: Path, keep_ended: bool) -> Member:
+    """Member ``index``: running, with its loggers; or, when it ended in the earlier attempt of this array that
+    ``keep_ended`` resumes (failed or stopped alone, the array then killed), as it ended, its record left as it is."""
+    result = read_result(run_dir) or {}
+    if keep_ended and _settled(run_dir, cfg):
+        return Member(index, run_dir, cfg, [], status=Status(result["status"]), error=result.get("error"),
+                      stopped_because=result.get("stopped_because"), step=result.get("step", 0), ended_before=True)
+    return Member(index, run_dir, cfg, make_loggers(cfg, run_dir, beside_others=True))
+
+
+def _active(members: list[Member]) -> list[Member]:
+    """The members this attempt trains (and records)."""
+    return [m for m in members if not m.ended_before]
 
 
 def _result(m: Member, base: dict[str, Any], status: str, book: Members | None = None) -> dict[str, Any]:

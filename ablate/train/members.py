@@ -42,6 +42,7 @@ class Member:
     history: dict[str, list[list[float]]] = field(default_factory=dict)
     final: dict[str, float] = field(default_factory=dict)
     tokens: int = 0
+    ended_before: bool = False  # it ended in an earlier attempt of its array: its record is not this attempt's
 
 
 class Members(pl.Callback):
@@ -71,6 +72,9 @@ class Members(pl.Callback):
             path = m.run_dir / PROGRESS_FILE
             earlier = read_json(path).get("history", {}) if path.is_file() else {}
             m.history = {k: [p for p in v if p[0] <= trainer.global_step] for k, v in earlier.items()}
+        for m in self.members:
+            if m.ended_before:  # ended after the checkpoint this attempt resumed from: it trains no further
+                pl_module.out[m.index] = True
         for m, out in zip(self.members, pl_module.out.tolist()):
             if out and m.status == Status.RUNNING:  # out before the checkpoint this attempt resumed from
                 self._fail(m, pl_module, trainer.global_step, None)
@@ -136,6 +140,7 @@ class Members(pl.Callback):
             m.final, m.step = {**m.final, **mine}, step
             for logger in m.loggers:
                 logger.log_metrics(mine, step=step - 1)  # Lightning's step, as above
+                logger.save()  # the rows so far on disk with the checkpoint this validation writes: a kill keeps them
             for key, value in mine.items():
                 m.history.setdefault(key, []).append([step, value])
             write_json(m.run_dir / PROGRESS_FILE, {"step": step, "history": m.history})
@@ -146,7 +151,8 @@ class Members(pl.Callback):
                 save_weights(m.run_dir / "checkpoints" / "best.ckpt", weights, m.cfg, step)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._log_train(trainer, pl_module)
+        if self._tokens is not None:  # steps since the last log (none when max_steps is a multiple of log_every)
+            self._log_train(trainer, pl_module)
 
     def _fail(self, m: Member, pl_module: FusedSystem, step: int, error: str | None) -> None:
         m.error = error or (read_result(m.run_dir) or {}).get("error") or "failed in an earlier attempt"

@@ -34,6 +34,7 @@ from ablate.errors import ConfigError
 from ablate.model.inspect import too_long
 from ablate.runs.files import config_changes, config_hash, read_result, read_run_config
 from ablate.runs.owner import check_folder, claim
+from ablate.runs.status import SETTLED
 from ablate.train.system import build_schedule
 
 TRAINER_KEYS = ("accelerator", "devices", "strategy", "precision")
@@ -229,3 +230,16 @@ def check_run_dir(run_dir: Path, cfg: DictConfig, previous: dict[str, Any]) -> N
     if last.is_file() and not zipfile.is_zipfile(last):  # torch.save writes a zip archive; a cut one has no index
         raise ConfigError("checkpoint", str(last), "a checkpoint to resume from (this one is truncated or not a "
                           "checkpoint): delete it to train the run from its first step")
+
+
+def check_not_an_array_member(run_dir: Path, previous: dict[str, Any]) -> None:
+    """A seed array's member that has not ended resumes in its array alone: its ``last.ckpt`` holds its weights, not
+    the array's optimiser, loop and random states (those are in the array's own checkpoint).
+
+    Raises:
+        ConfigError: ``previous`` (its result.json) says it was fused, naming its array.
+    """
+    fused = previous.get("fused")
+    if isinstance(fused, dict) and previous.get("status") not in SETTLED:
+        raise ConfigError("output_dir", str(run_dir), "a run that trains alone: this one is a member of the seed "
+                          f"array {fused.get('array')}, which resumes it (relaunch its sweep with the same command)")

@@ -31,7 +31,8 @@ from ablate.train.checkpoints import AtomicCheckpointIO, step_checkpoint_callbac
 from ablate.train.kernels import choose_attention_kernel, pin_attention_backends
 from ablate.train.logs import drop_adverts, progress, summary_line
 from ablate.train.precision import resolve_precision
-from ablate.train.preflight import check_memory, check_run_dir, check_settings, discard, make_run_dir
+from ablate.train.preflight import (check_memory, check_not_an_array_member, check_run_dir, check_settings, discard,
+                                    make_run_dir)
 from ablate.train.resume import ExactResume
 from ablate.train.system import TransformerSystem
 from ablate.train.threads import use_threads
@@ -169,6 +170,7 @@ def train(cfg: DictConfig) -> Path:
         previous = read_result(run_dir) or {}
         if lead:
             check_run_dir(run_dir, cfg, previous)
+            check_not_an_array_member(run_dir, previous)
         if previous.get("status") == Status.FINISHED and previous.get("config_hash") == config_hash(cfg):
             return run_dir  # another process finished this very run while we waited to start it
         try:

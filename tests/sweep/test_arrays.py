@@ -94,7 +94,7 @@ def test_a_fused_sweep_is_a_sweep_of_ordinary_runs(tmp_path, monkeypatch, capsys
     """)
     path.write_text(path.read_text() + "parameters:\n  seed: {values: [0, 1, 2]}\n")
     assert main(["sweep", str(path), "--dry-run", "--fuse", "on"]) == 0
-    assert "base: fused, 3 seeds an array" in capsys.readouterr().out
+    assert "base: fused, 1 array of 3 seeds" in capsys.readouterr().out
     assert main(["sweep", str(path), "--fuse", "on", "--workers", "1"]) == 0
     out = capsys.readouterr().out
     sweep_dir = tmp_path / "sweeps" / "t"
@@ -140,21 +140,49 @@ def test_a_sequential_sweep_adds_seeds_after_its_arrays(tmp_path, monkeypatch, c
 def test_seeds_are_shared_out_over_the_pool():
     """Ten seeds of one variant and two workers: two arrays of five, not one of ten beside an idle worker; with
     many variants waiting, each array takes all of its variant's seeds."""
-    from ablate.sweep.arrays import seed_arrays
-
-    def queue_of(runs):
-        queue = RunQueue.__new__(RunQueue)
-        queue.todo, queue.closed = deque(runs), None
-        return queue
+    from ablate.sweep.arrays import plan_groups
 
     texts = {}
     for v, d_ff in (("a", 64), ("b", 96)):
         for s in range(10):
             texts[f"{v}{s}"] = _cfg(f"seed={s}", f"model.d_ff={d_ff}", f"output_dir=r/{v}{s}")
     rule = fusing("on", gpus=[])
-    queue = queue_of([Run(f"a{s}", "a") for s in range(10)])
-    members = seed_arrays(queue, lambda r: texts[r.id], rule, n_slots=2)
-    assert len(members(queue.next())) == 5 and len(members(queue.next())) == 5 and not queue.todo
-    queue = queue_of([Run(f"{v}{s}", v) for v in "ab" for s in range(3)])
-    members = seed_arrays(queue, lambda r: texts[r.id], rule, n_slots=2)
-    assert [r.id for r in members(queue.next())] == ["a0", "a1", "a2"]
+    groups = plan_groups([Run(f"a{s}", "a") for s in range(10)], lambda r: texts[r.id], rule, n_slots=2)
+    assert [len(g) for g in groups] == [5, 5]
+    groups = plan_groups([Run(f"{v}{s}", v) for v in "ab" for s in range(3)], lambda r: texts[r.id], rule, n_slots=2)
+    assert [[r.id for r in g] for g in groups] == [["a0", "a1", "a2"], ["b0", "b1", "b2"]]
+
+
+def test_a_recorded_grouping_is_kept_whatever_waits(tmp_path):
+    """The first call records every waiting run's array; a later queue (a relaunch, with other slots and fewer runs
+    waiting) gets the recorded arrays, the members that ended before included, and only the waiting ones taken."""
+    from ablate.sweep.arrays import ARRAYS_FILE, seed_arrays
+
+    texts = {f"a{s}": _cfg(f"seed={s}", f"output_dir=r/a{s}") for s in range(6)}
+    runs = [Run(f"a{s}", "a") for s in range(6)]
+
+    def queue_of(todo):
+        queue = RunQueue.__new__(RunQueue)
+        queue.todo, queue.runs, queue.closed = deque(todo), runs, None
+        return queue
+
+    queue = queue_of(runs)
+    members = seed_arrays(queue, lambda r: texts[r.id], fusing("on", gpus=[]), 2, tmp_path)
+    array, taken = members(queue.next())
+    assert [r.id for r in array] == [r.id for r in taken] == ["a0", "a1", "a2"]
+    assert (tmp_path / ARRAYS_FILE).is_file()
+    queue = queue_of([r for r in runs if r.id != "a1"])  # a1 ended before the kill; three slots now
+    members = seed_arrays(queue, lambda r: texts[r.id], fusing("on", gpus=[]), 3, tmp_path)
+    array, taken = members(queue.next())
+    assert [r.id for r in array] == ["a0", "a1", "a2"] and [r.id for r in taken] == ["a0", "a2"]
+    assert [r.id for r in members(queue.next())[0]] == ["a3", "a4", "a5"] and not queue.todo
+
+
+@pytest.mark.parametrize("text", ['{"arrays": [["a", 1]]}', '{"arrays": [[]]}', '["a"]', '{"arrays": [["a"'])
+def test_a_damaged_record_of_the_arrays_is_refused_naming_it(tmp_path, text):
+    from ablate.errors import ConfigError
+    from ablate.sweep.arrays import ARRAYS_FILE, read_groups
+
+    (tmp_path / ARRAYS_FILE).write_text(text)
+    with pytest.raises(ConfigError, match=ARRAYS_FILE):
+        read_groups(tmp_path)

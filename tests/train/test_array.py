@@ -284,3 +284,46 @@ def test_an_array_never_trains_a_finished_member_again(tmp_path):
     with pytest.raises(ConfigError, match="not yet trained"):
         train_array([_cfg(tmp_path / f"runs/s{s}", s) for s in (0, 1)])
     assert (tmp_path / "runs/s0/result.json").read_text() == before and not (tmp_path / "runs/s1").exists()
+
+
+def test_a_member_final_train_loss_is_its_last_window_when_max_steps_is_a_multiple_of_log_every(tmp_path):
+    """max_steps 24, log_every 4: the last log is the window of steps 21-24, not a mean over the empty window after
+    it (which recorded 0.0). And the temporary files an earlier attempt's cut writes left are gone."""
+    from ablate.runs.files import read_metrics
+
+    from ablate.train.array import array_dir_of
+    from ablate.train.preflight import make_run_dir
+
+    assert STEPS % 4 == 0 and "train.log_every=4" in COMMON
+    cfgs = [_cfg(tmp_path / f"runs/s{s}", s) for s in (0, 1)]
+    for cfg in cfgs:  # the members' folders, as an attempt killed before its first checkpoint left them
+        make_run_dir(cfg)
+    cut = [array_dir_of(cfgs) / ".last.ckpt.x1y2.tmp", tmp_path / "runs/s0/checkpoints/.best.ckpt.a1b2.tmp",
+           tmp_path / "runs/s1/.result.json.c3d4.tmp"]  # what writes cut short by a kill leave
+    for path in cut:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"cut")
+    run_dirs = train_array(cfgs)
+    assert not [p for p in cut if p.exists()]
+    for run_dir in run_dirs:
+        rows = [r for r in read_metrics(run_dir) if "train/loss" in r]
+        assert [int(r["step"]) for r in rows] == list(range(4, STEPS + 1, 4))
+        final = read_result(run_dir)["final"]["train/loss"]
+        assert final == rows[-1]["train/loss"] > 0
+
+
+@pytest.mark.parametrize("status, refused", [("interrupted", True), ("running", True), ("finished", False),
+                                             ("failed", False)])
+def test_a_member_not_ended_is_never_resumed_as_a_solo_run(tmp_path, status, refused):
+    """Its last.ckpt holds its weights only (a solo resume failed on KeyError 'pytorch-lightning_version'): ablate
+    train refuses it, naming its array; an ended member is left to the ordinary checks."""
+    from ablate.errors import ConfigError
+    from ablate.train.preflight import check_not_an_array_member
+
+    previous = {"status": status, "fused": {"members": 3, "index": 1, "array": "sweeps/t/arrays/abc"}}
+    if refused:
+        with pytest.raises(ConfigError, match="sweeps/t/arrays/abc"):
+            check_not_an_array_member(tmp_path, previous)
+    else:
+        check_not_an_array_member(tmp_path, previous)
+    check_not_an_array_member(tmp_path, {"status": "interrupted"})  # a solo run's
