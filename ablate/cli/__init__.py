@@ -17,6 +17,7 @@ from ablate.cli.run import cmd_components, cmd_describe, cmd_train, cmd_train_ar
 from ablate.cli.sweep import cmd_agent, cmd_report, cmd_sweep, cmd_sync
 from ablate.errors import ConfigError
 from ablate.runs.lock import EXIT_LOCKED, RunLocked
+from ablate.train.signals import Interrupted
 from ablate.evaluate.cli import cmd_attention, cmd_evaluate, cmd_generate
 
 COMMANDS = {"train": cmd_train, "train-array": cmd_train_array, "describe": cmd_describe, "sweep": cmd_sweep,
@@ -53,6 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ablate: interrupted", file=sys.stderr)
         return 130
+    except Interrupted as stopped:  # a run stopped by SIGINT or SIGTERM inside another command (a W&B agent's)
+        print(f"ablate: {stopped}", file=sys.stderr)
+        return stopped.exit_code
     except BrokenPipeError:  # the reader went away (`ablate sweep ... --dry-run | head`): nothing more to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush does not raise again
         return 141

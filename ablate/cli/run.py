@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -76,11 +77,18 @@ def cmd_train(args: argparse.Namespace) -> int:
     from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
     from ablate.train.run import RunFailed, train
+    from ablate.train.signals import Interrupted, sigterm_raises
 
-    refuse_if_empty(args)
-    cfg = load(args, config_required=False)
     try:
-        run_dir = train(cfg)
+        # From here on SIGTERM ends the command with its line and 143, as Ctrl-C does (130); not in the processes DDP
+        # starts, which Lightning stops itself.
+        with sigterm_raises() if rank_zero_only.rank == 0 else contextlib.nullcontext():
+            refuse_if_empty(args)
+            cfg = load(args, config_required=False)
+            run_dir = train(cfg)
+    except Interrupted as stopped:  # SIGINT, SIGTERM: 128 + the signal, as a shell reports a process it ended
+        print(f"ablate: {stopped}", file=sys.stderr)
+        return stopped.exit_code
     except RunFailed as failed:
         if os.environ.get("ABLATE_TRACEBACK") and failed.__cause__ is not None:
             traceback.print_exception(failed.__cause__)

@@ -4,6 +4,8 @@
     <output_dir>/logs/version_<k>/  every logged metric, one folder per attempt (Lightning's CSVLogger)
     <output_dir>/checkpoints/       last.ckpt and best.ckpt (lowest val/loss)
     <output_dir>/result.json        status, final and best metrics, parameters, tokens/s, wall time
+                                    (built by ablate.train.record, solo or a seed array's member)
+    <output_dir>/train.log          what ablate said about each attempt (a sweep's run: its whole output)
     <output_dir>/progress.json      every validation metric so far, by step (read by a sweep's pool while it trains)
     <output_dir>/STOP               when present, the run ends at its next step (a sweep's early termination)
 
@@ -19,6 +21,7 @@ import json
 import math
 import os
 import re
+import shlex
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -183,6 +186,14 @@ def read_result(run_dir: Path) -> dict[str, Any] | None:
             raise ConfigError("file", str(path), f"a run's result whose {section} metrics are numbers (this one "
                               f"gives {bad[0][0]}={bad[0][1]!r})")
     return result
+
+
+def resume_command(run_dir: Path) -> str:
+    """The command that resumes the run in ``run_dir`` from the folder it is named from (its ``config.yaml`` holds
+    its resolved config, its imports included, but not always its folder: ``output_dir`` is null in a run that
+    ``ablate train`` named itself, and relative paths are relative to where it was launched)."""
+    run_dir = Path(run_dir)
+    return f"ablate train {shlex.quote(str(run_dir / 'config.yaml'))} {shlex.quote(f'output_dir={run_dir}')}"
 
 
 def read_run_config(run_dir: Path) -> DictConfig:

@@ -16,6 +16,7 @@ import sys
 import time
 import traceback
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +30,14 @@ from ablate.errors import ConfigError
 from ablate.runs.files import being_written, config_hash, read_result, variant_hash, write_atomic, write_json
 from ablate.runs.lock import run_lock
 from ablate.runs.status import SETTLED, Status
-from ablate.runtime import allocator_in_use
 from ablate.train.callbacks import ValidateAtLastStep, WallClock
 from ablate.train.checkpoints import AtomicCheckpointIO
 from ablate.train.fusable import why_not_fused
 from ablate.train.fused_system import FusedSystem
-from ablate.train.kernels import pin_attention_backends
+from ablate.train.kernels import choose_attention_kernel, pin_attention_backends
 from ablate.train.members import Member, Members
-from ablate.train.precision import resolve_precision
 from ablate.train.preflight import check_settings, make_run_dir
+from ablate.train.record import Attempt, Outcome, run_result
 from ablate.train.resume import ArrayResume
 from ablate.train.logs import progress
 from ablate.train.run import RunFailed, make_loggers, trainer_settings
@@ -114,16 +114,19 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
     resume = last if last.is_file() else None
     # a member that failed or stopped before the array's first checkpoint trains again from step 0 with the others
     members = [_member(k, c, d, keep_ended=resume is not None) for k, (c, d) in enumerate(zip(cfgs, run_dirs))]
-    precision = resolve_precision(cfgs[0].trainer.precision, cfgs[0].trainer.accelerator)
-    base = {"allocator": allocator_in_use(), "precision": precision, "parameters": system.n_params["total"],
-            "parameters_by_part": system.n_params, "resumed_from": str(resume) if resume else None,
-            "started_at": start, "fused": {"members": len(cfgs), "array": str(array_dir)}}
+    attempt = Attempt(started_at=start, parameters=system.n_params, resumed_from=resume)
+    fused = {"members": len(cfgs), "array": str(array_dir)}
+    known: dict[str, Any] = {"trainer": None, "wall_time_s": None, "traceback": None}  # filled in as it trains
+
+    def result(m: Member, book: Members | None = None) -> dict[str, Any]:
+        return _result(m, attempt, fused, known, book)
+
     for m in _active(members):
         write_atomic(m.run_dir / "config.yaml", OmegaConf.to_yaml(m.cfg))
-        write_json(m.run_dir / "result.json", {**(read_result(m.run_dir) or {}), **_result(m, base, Status.RUNNING)})
+        write_json(m.run_dir / "result.json", {**(read_result(m.run_dir) or {}), **result(m)})
     clock = WallClock(start)
     book = Members(members, every=cfgs[0].train.log_every,
-                   record=lambda m: write_json(m.run_dir / "result.json", _result(m, base, m.status, book)))
+                   record=lambda m: write_json(m.run_dir / "result.json", result(m, book)))
     callbacks = [clock, book, ValidateAtLastStep(), ArrayResume()]
     status, error = Status.INTERRUPTED, None
     try:
@@ -132,22 +135,25 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
         bar = progress(cfgs[0].train.log_every, cfgs[0].trainer.enable_progress_bar)  # lines off a terminal
         trainer = pl.Trainer(**trainer_settings(cfgs[0], array_dir, logger=False, plugins=[AtomicCheckpointIO()],
                                                 callbacks=[last_only, *callbacks, *bar]))
+        known["trainer"] = trainer
+        kernel, _ = choose_attention_kernel(system.model.template, cfgs[0].trainer.attention_kernel,
+                                            trainer.strategy.root_device)  # sdpa: an array does not fuse flex
+        attempt = replace(attempt, attention_kernel=kernel)
         pin_attention_backends(trainer.strategy.root_device)
         print(threads, file=sys.stderr)
         trainer.fit(system, datamodule=data, ckpt_path=str(resume) if resume else None)
         status = Status.INTERRUPTED if trainer.interrupted else Status.FINISHED
     except Exception as exc:
         status, error = Status.FAILED, f"{type(exc).__name__}: {exc}"
-        base["traceback"] = traceback.format_exc(limit=8)
+        known["traceback"] = traceback.format_exc(limit=8)
         raise RunFailed(array_dir, error) from exc
     finally:
-        base["wall_time_s"] = clock.seconds
+        known["wall_time_s"] = clock.seconds
         for m in _active(members):
             if m.status == Status.RUNNING:
                 m.status, m.error = status, error
                 m.step = getattr(system, "global_step", m.step) if status != Status.FAILED else m.step
-            result = _result(m, base, m.status, book)
-            write_json(m.run_dir / "result.json", result)
+            write_json(m.run_dir / "result.json", result(m, book))
             for logger in m.loggers:
                 logger.finalize(m.status)
 
@@ -181,15 +187,15 @@ def _active(members: list[Member]) -> list[Member]:
     return [m for m in members if not m.ended_before]
 
 
-def _result(m: Member, base: dict[str, Any], status: str, book: Members | None = None) -> dict[str, Any]:
-    """Member ``m``'s ``result.json``: an ordinary run's, with what it shares with the array."""
-    result = {**base, "status": status, "config_hash": config_hash(m.cfg), "run_dir": str(m.run_dir),
-              "fused": {**base["fused"], "index": m.index}}
+def _result(m: Member, attempt: Attempt, fused: dict[str, Any], known: dict[str, Any],
+            book: Members | None = None) -> dict[str, Any]:
+    """Member ``m``'s ``result.json`` (:func:`ablate.train.record.run_result`, as a solo run's), with ``fused``;
+    ``known``: the array's trainer, wall time and traceback, once there are; ``book``: what the array's callback
+    knows of the member (None: it is only starting, ``running``)."""
+    outcome = None
     if book is not None:
-        result.update(step=m.step, final=m.final, best=book.best_of(m), train_tokens=m.tokens,
-                      tokens_per_s=m.tokens / book.train_seconds if book.train_seconds else 0.0)
-        if m.error:
-            result["error"] = m.error
-        if m.stopped_because:
-            result["stopped_because"] = m.stopped_because
-    return result
+        outcome = Outcome(m.status, step=m.step, final=m.final, best=m.best, train_tokens=m.tokens,
+                          tokens_per_s=m.tokens / book.train_seconds if book.train_seconds else 0.0,
+                          wall_time_s=known["wall_time_s"], resumed_exactly=True,  # ArrayResume restores every position
+                          error=m.error, traceback=known["traceback"], stopped_because=m.stopped_because)
+    return run_result(m.cfg, m.run_dir, known["trainer"], attempt, outcome, fused={**fused, "index": m.index})

@@ -1,10 +1,13 @@
 """Callbacks of a training run: token throughput, failing fast on a non-finite loss, progress for a sweep's
-pool, a graceful stop on request, a validation at the last step, and a progress bar that shows the logged loss."""
+pool, a graceful stop on request, a stop on SIGINT or SIGTERM with a checkpoint of the step it stops at, the final
+values in every checkpoint, a validation at the last step, and a progress bar that shows the logged loss."""
 
 from __future__ import annotations
 
 import math
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,8 @@ import torch
 from pytorch_lightning.callbacks import TQDMProgressBar
 
 from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_json, write_json
+from ablate.runs.metrics import CURVES
+from ablate.train.signals import STOP_SIGNALS, Interrupted
 
 
 class TokenThroughput(pl.Callback):
@@ -34,10 +39,13 @@ class TokenThroughput(pl.Callback):
         self._t0 = 0.0
 
     def state_dict(self) -> dict[str, Any]:
-        return {"total_tokens": self.total_tokens, "train_seconds": self.train_seconds}
+        # with the window not yet logged: a checkpoint saved between two logs (a stop on a signal) counts its tokens
+        return {"total_tokens": self.total_tokens + int(self._window),
+                "train_seconds": self.train_seconds + (time.perf_counter() - self._t0 if self._t0 else 0.0)}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.total_tokens, self.train_seconds = state_dict["total_tokens"], state_dict["train_seconds"]
+        self._window = 0
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._t0 = time.perf_counter()
@@ -171,6 +179,97 @@ class StopRequest(pl.Callback):
         if self.reason is None and self.path.is_file():
             self.reason = self.path.read_text().strip() or "stopped by a request"
             trainer.should_stop = True
+
+
+class SignalStop(pl.Callback):
+    """SIGINT and SIGTERM end training at the end of the step they arrive in, with that step's checkpoint.
+
+    While training runs, a signal is noted and training goes on to the end of its step (a validation due then
+    included); the checkpoint of that step is written to ``checkpoint`` (the run's ``last.ckpt``), the step's logs are
+    written, and :class:`Interrupted` is raised as the next step begins: a rerun resumes exactly where it stopped (the
+    checkpoint holds what :class:`ablate.train.resume.ExactResume` keeps). Before training starts there is nothing to
+    save, and the signal stops it at once; after training ends it is noted and the run's result is still written.
+    A second Ctrl-C stops at once, keeping the checkpoint before.
+
+    Lightning's own SIGTERM handling is replaced while training runs: it raises a bare ``SystemExit`` (exit code 0) at
+    the end of a step, or in the middle of a validation, without saving. Under DDP (several processes) it is kept: a
+    checkpoint is written by every process together, which a signal to one cannot ask for.
+
+    ``install`` it before the run starts and ``uninstall`` it once its result is written (from the main thread: Python
+    runs signal handlers there; from another, it does nothing); set ``checkpoint`` once the run's folder is known.
+    ``started``: training has started (the first step is under way, or done).
+    """
+
+    def __init__(self, checkpoint: Path | None = None):
+        self.checkpoint = checkpoint
+        self.signum: int | None = None  # the first signal received
+        self.started = False  # from the first step on: a signal stops at the end of a step
+        self.saved_at: int | None = None  # the step of the checkpoint a stop leaves (the one resumed from, or saved)
+        self._before: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self._before = {s: signal.signal(s, self._received) for s in STOP_SIGNALS}
+
+    def uninstall(self) -> None:
+        for s, handler in self._before.items():
+            signal.signal(s, handler)
+        self._before = {}
+
+    def _received(self, signum: int, frame: Any) -> None:
+        again = self.signum is not None
+        self.signum = self.signum if again else signum
+        if not self.started or (again and signum == signal.SIGINT):  # nothing to save yet, or Ctrl-C twice: now
+            raise Interrupted(self.signum)
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.saved_at, self.started = trainer.global_step, True  # the checkpoint resumed from is where it stands
+        if trainer.world_size == 1 and self._before:  # Lightning put its own SIGTERM handler in place as fit began
+            for s in STOP_SIGNALS:
+                signal.signal(s, self._received)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        if self.signum is not None and self.saved_at == trainer.global_step:
+            raise Interrupted(self.signum, trainer.global_step)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        # After the other callbacks' (the callback list puts this one last): the checkpoint holds the random states
+        # and data position of the step just trained. A signal that arrives between two steps is handled at the end
+        # of the next one.
+        if self.signum is not None and trainer.world_size == 1 and self.checkpoint is not None:
+            trainer.save_checkpoint(self.checkpoint)
+            self.saved_at = trainer.global_step
+
+
+def scalar_metrics(trainer: pl.Trainer) -> dict[str, float]:
+    """The trainer's latest value of every scalar metric (what a run records as ``final``)."""
+    return {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1 and k not in CURVES}
+
+
+class FinalValues(pl.Callback):
+    """Every checkpoint carries the latest value of every metric (``final_values``), so that a run resumed from the
+    checkpoint of its last step (killed between that checkpoint and its ``result.json``, or whose ``result.json`` was
+    removed), which trains and validates nothing more, still records the final values of the run it continues.
+
+    :meth:`final` is the checkpoint's values updated with those this attempt logged; ``restored`` is None until a
+    checkpoint is read.
+    """
+
+    KEY = "final_values"
+
+    def __init__(self) -> None:
+        self.restored: dict[str, float] | None = None
+
+    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
+        checkpoint[self.KEY] = self.final(trainer)
+
+    def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
+        self.restored = dict(checkpoint.get(self.KEY, {}))
+
+    def final(self, trainer: pl.Trainer) -> dict[str, float]:
+        return {**(self.restored or {}), **scalar_metrics(trainer)}
 
 
 class ValidateAtLastStep(pl.Callback):

@@ -29,6 +29,17 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             raise
 
 
+def clear_checkpoints(folder: Path) -> list[Path]:
+    """Remove the checkpoints in ``folder`` (and temporary files a killed writer left) before a run starts over from
+    its first step: they are an earlier attempt's (its last.ckpt deleted, being truncated), and a best.ckpt or step
+    checkpoint left there would be read as this run's. Returns what was removed."""
+    folder = Path(folder)
+    stale = [p for p in (*folder.glob("*.ckpt"), *folder.glob(".*.tmp")) if p.is_file() or p.is_symlink()]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
 def step_checkpoint_callback(dirpath: str | Path, *, every_n_train_steps: int, keep: int) -> ModelCheckpoint:
     """A ModelCheckpoint that keeps the last ``keep`` checkpoints, one every ``every_n_train_steps`` steps,
     as ``<dirpath>/step-<step>.ckpt`` (weights only: averaging needs no optimiser state)."""

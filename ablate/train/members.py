@@ -55,12 +55,16 @@ class Members(pl.Callback):
         self.train_seconds = 0.0
 
     def state_dict(self) -> dict[str, Any]:
+        # final: an array resumed from the checkpoint of its last step trains and validates nothing more, and still
+        # records each member's final values
         return {"tokens": [m.tokens for m in self.members], "best": [m.best for m in self.members],
-                "train_seconds": self.train_seconds}
+                "final": [m.final for m in self.members], "train_seconds": self.train_seconds}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         for m, tokens, best in zip(self.members, state_dict["tokens"], state_dict["best"]):
             m.tokens, m.best = tokens, best
+        for m, final in zip(self.members, state_dict.get("final", [])):
+            m.final = dict(final)
         self.train_seconds = state_dict["train_seconds"]
 
     @property

@@ -47,3 +47,9 @@ def resolve_precision(precision: str, accelerator: str = "auto", d_model: int | 
         return "32-true"
     narrow = on_cpu and d_model is not None and d_model < BF16_MIN_D_MODEL
     return "bf16-mixed" if native and not narrow else "32-true"
+
+
+def run_precision(cfg) -> str:
+    """The precision a run of ``cfg`` (a resolved run config) trains with: what its Trainer is given and what its
+    ``result.json`` records, solo or as a seed array's member (at its model's width)."""
+    return resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator, cfg.model.d_model)

@@ -8,16 +8,17 @@
   (resuming under another would relabel steps trained one way as trained another), and whose last checkpoint, if
   any, can be read.
 
-Each refusal is a :class:`ablate.errors.ConfigError`: one line, exit code 2, nothing written. What can only fail once
-training runs (a loss that turns NaN, memory that runs out) leaves no half-made folder (:func:`discard`): a folder the
-command made is removed unless the run saved a checkpoint a rerun resumes from; otherwise ``result.json`` says
-``failed`` and why.
+Each refusal is a :class:`ablate.errors.ConfigError`: one line, exit code 2, nothing written. What fails after the
+checks but before training starts (a Trainer Lightning cannot make, a failure while fit sets up) leaves no half-made
+folder either (:func:`discard`: a folder the command made is removed). A run that started training is an outcome: its
+folder stays, with its ``config.yaml``, ``train.log`` and a ``result.json`` that says ``failed``, the step and why.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shlex
 import shutil
 import time
 import zipfile
@@ -32,9 +33,9 @@ from torch import nn
 from ablate.config.schema import Logger as LoggerKind
 from ablate.errors import ConfigError
 from ablate.model.inspect import too_long
-from ablate.runs.files import config_changes, config_hash, read_result, read_run_config
+from ablate.runs.files import config_changes, config_hash, read_result, read_run_config, resume_command
 from ablate.runs.owner import check_folder, claim
-from ablate.runs.status import SETTLED
+from ablate.runs.status import SETTLED, Status
 from ablate.train.system import build_schedule
 
 TRAINER_KEYS = ("accelerator", "devices", "strategy", "precision")
@@ -153,7 +154,7 @@ def make_run_dir(cfg: DictConfig) -> tuple[Path, Path | None]:
     if cfg.output_dir:
         run_dir = Path(cfg.output_dir)
         check_folder(run_dir, "run", None, key="output_dir", source=None)
-        check_run_dir(run_dir, cfg, read_result(run_dir) or {})
+        check_run_dir(run_dir, cfg, previous_result(run_dir))
         made = _outermost_missing(run_dir)
         claim(run_dir, "run", None, key="output_dir", source=None)
     else:
@@ -167,6 +168,24 @@ def make_run_dir(cfg: DictConfig) -> tuple[Path, Path | None]:
     return run_dir, made
 
 
+def previous_result(run_dir: Path) -> dict[str, Any]:
+    """The ``result.json`` an earlier attempt left in ``run_dir`` ({} when there is none).
+
+    Raises:
+        ConfigError: it cannot be read (cut short, edited, not ablate's): never taken for a result, naming the file
+            and how to train past it (the run resumes from its last checkpoint, which holds its final values, and
+            records the same result again).
+    """
+    try:
+        return read_result(run_dir) or {}
+    except ConfigError as err:
+        path = Path(run_dir) / "result.json"
+        then = ("resumes from its last checkpoint and records its result again"
+                if (Path(run_dir) / "checkpoints" / "last.ckpt").is_file() else "trains from its first step")
+        raise ConfigError(err.key, err.value, f"{err.allowed}; remove it (rm {shlex.quote(str(path))}) and run this "
+                          f"command again: the run {then}", err.source) from None
+
+
 def _outermost_missing(path: Path) -> Path | None:
     """The outermost of ``path`` and its parents that does not exist (not even as a dangling link); None if
     ``path`` exists."""
@@ -175,9 +194,10 @@ def _outermost_missing(path: Path) -> Path | None:
 
 
 def discard(run_dir: Path, made: Path | None) -> bool:
-    """Remove the folder of a run that failed, when this command made it (``made``: :func:`make_run_dir`'s) and the
-    run saved no checkpoint a rerun would resume from: the place is then as it was before the command, folders made
-    for it included (those another process has since written in stay). Call it while the run's lock is held.
+    """Remove the folder of a run that failed or was interrupted before training started, when this command made it
+    (``made``: :func:`make_run_dir`'s; a checkpoint in it, which no such run has, keeps it): the place is then as it
+    was before the command, folders made for it included (those another process has since written in stay). Call it
+    while the run's lock is held, and only for a run that has not started training: one that has is an outcome.
 
     Returns:
         Whether it was removed; False leaves it as it is, for its ``result.json`` to say why the run failed.
@@ -221,15 +241,21 @@ def check_run_dir(run_dir: Path, cfg: DictConfig, previous: dict[str, Any]) -> N
         changes = config_changes(old, cfg) if old is not None and config_hash(old) == trained else []
         what = "; ".join(changes[:6]) + (f"; and {len(changes) - 6} more" if len(changes) > 6 else "") if changes \
             else f"config hash {trained}, this one {config_hash(cfg)}"
-        raise ConfigError("output_dir", str(run_dir), f"a run directory of this config or a new one: it holds a run "
-                          f"of another config ({what}); resume it with {old_path}, or give another output_dir")
+        if previous.get("status") == Status.FINISHED or old is None or config_hash(old) != trained:
+            then = "give another output_dir for this one"  # nothing to resume, or no config.yaml to resume it with
+        else:
+            then = f"give another output_dir for this one, or resume that run with: {resume_command(run_dir)}"
+        ended = "finished run" if previous.get("status") == Status.FINISHED else "run"
+        raise ConfigError("output_dir", str(run_dir), f"a run directory of this config or a new one: it holds a "
+                          f"{ended} of another config ({what}); {then}")
     last = run_dir / "checkpoints" / "last.ckpt"
     if last.exists() and not last.is_file():
-        raise ConfigError("checkpoint", str(last), "a checkpoint to resume from (this is a folder): delete it to train "
-                          "the run from its first step")
+        raise ConfigError("checkpoint", str(last), "a checkpoint to resume from (this is a folder): remove it to train "
+                          f"the run from its first step (rm -r {shlex.quote(str(last))}), then run this command again")
     if last.is_file() and not zipfile.is_zipfile(last):  # torch.save writes a zip archive; a cut one has no index
         raise ConfigError("checkpoint", str(last), "a checkpoint to resume from (this one is truncated or not a "
-                          "checkpoint): delete it to train the run from its first step")
+                          f"checkpoint): remove it to train the run from its first step (rm {shlex.quote(str(last))}), "
+                          "then run this command again")
 
 
 def check_not_an_array_member(run_dir: Path, previous: dict[str, Any]) -> None:

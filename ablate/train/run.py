@@ -4,35 +4,40 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sys
 import time
 import traceback
 import warnings
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
-import torch
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger, Logger
+from pytorch_lightning.utilities.exceptions import SIGTERMException
 from pytorch_lightning.utilities.rank_zero import rank_zero_only
+from pytorch_lightning.utilities.warnings import PossibleUserWarning
 
 from ablate.config.schema import Logger as LoggerKind
 from ablate.data import build_task
-from ablate.runs.files import config_hash, read_result, write_atomic, write_json
+from ablate.errors import ConfigError
+from ablate.runs.files import config_hash, read_result, resume_command, write_atomic, write_json
 from ablate.runs.lock import run_lock
-from ablate.runs.metrics import CURVES, perplexity, steps_done
+from ablate.runs.metrics import steps_done
 from ablate.runs.status import Status
-from ablate.runtime import allocator_in_use
-from ablate.train.callbacks import FiniteLoss, Progress, StopRequest, TokenThroughput, ValidateAtLastStep, WallClock
-from ablate.train.checkpoints import AtomicCheckpointIO, step_checkpoint_callback
+from ablate.train.callbacks import (FinalValues, FiniteLoss, Progress, SignalStop, StopRequest, TokenThroughput,
+                                    ValidateAtLastStep, WallClock)
+from ablate.train.signals import Interrupted
+from ablate.train.checkpoints import AtomicCheckpointIO, clear_checkpoints, step_checkpoint_callback
 from ablate.train.kernels import choose_attention_kernel, pin_attention_backends
+from ablate.train.precision import run_precision
 from ablate.train.logs import drop_adverts, progress, summary_line
-from ablate.train.precision import resolve_precision
 from ablate.train.preflight import (check_memory, check_not_an_array_member, check_run_dir, check_settings, discard,
-                                    make_run_dir)
+                                    make_run_dir, previous_result)
+from ablate.train.record import Attempt, Outcome, run_result
 from ablate.train.resume import ExactResume
 from ablate.train.system import TransformerSystem
 from ablate.train.threads import use_threads
@@ -41,10 +46,10 @@ from ablate.train.validation_bleu import ValidationBleu
 
 class RunFailed(RuntimeError):
     """Training raised; ``result.json`` in ``run_dir`` records why, or, ``removed``, the folder the command made for it
-    is gone again (:func:`ablate.train.preflight.discard`)."""
+    is gone again: it failed before training started (:func:`ablate.train.preflight.discard`)."""
 
     def __init__(self, run_dir: Path, reason: str, removed: bool = False):
-        where = (f"{run_dir} was new and holds no checkpoint: removed, as it was before" if removed
+        where = (f"{run_dir} was new and training had not started: removed, as it was before" if removed
                  else f"see {run_dir / 'result.json'}")
         super().__init__(f"run failed: {reason} ({where})")
         self.run_dir, self.reason, self.removed = run_dir, reason, removed
@@ -85,8 +90,10 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
     """
     t = cfg.train
     checkpoints = [
+        # No version counter: best.ckpt and last.ckpt are always these names (evaluate, generate and attention read
+        # them); a run that starts over holds no checkpoint of an earlier attempt (checkpoints.clear_checkpoints).
         ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="best", monitor="val/loss", mode="min",
-                        save_last=True),
+                        save_last=True, enable_version_counter=False),
         LearningRateMonitor(logging_interval="step"),
     ]
     checkpoints += progress(t.log_every, cfg.trainer.enable_progress_bar)  # a bar on a terminal, lines off one
@@ -107,7 +114,7 @@ def trainer_settings(cfg: DictConfig, root: Path, **more: Any) -> dict[str, Any]
         accelerator=tr.accelerator,
         devices=tr.devices,
         strategy=tr.strategy,
-        precision=resolve_precision(tr.precision, tr.accelerator, cfg.model.d_model),
+        precision=run_precision(cfg),
         max_steps=t.max_steps,
         max_epochs=-1,
         val_check_interval=t.val_every,
@@ -126,22 +133,13 @@ def trainer_settings(cfg: DictConfig, root: Path, **more: Any) -> dict[str, Any]
     return kwargs
 
 
-def _device(trainer: pl.Trainer) -> str:
-    """Where the run trains: ``cpu``, or ``cuda:<i> (<name>)`` (the index within its CUDA_VISIBLE_DEVICES)."""
-    device = trainer.strategy.root_device
-    return f"{device} ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else str(device)
-
-
-def _metrics(trainer: pl.Trainer) -> dict[str, float]:
-    return {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1 and k not in CURVES}
-
-
 def train(cfg: DictConfig) -> Path:
     """Train one run and write its run directory.
 
     If ``output_dir`` holds a checkpoint, training resumes from ``checkpoints/last.ckpt``;
     if it holds a finished run of the very same config, nothing is trained again. While
     it trains, the run directory is locked against other processes (:mod:`ablate.runs.lock`).
+    SIGINT and SIGTERM stop it at the end of a step, with that step's checkpoint (:class:`SignalStop`).
 
     Args:
         cfg: a validated run config (:func:`ablate.load_config`).
@@ -151,11 +149,24 @@ def train(cfg: DictConfig) -> Path:
         (with the reason) or ``interrupted``.
 
     Raises:
-        RunFailed: training raised; result.json records it, or, in a folder this call made that holds no checkpoint
-            to resume from, the folder is removed (``removed``).
-        BaseException: what interrupted training (KeyboardInterrupt, SystemExit), after result.json records it.
+        RunFailed: training raised; result.json records it, or, when it failed before training started in a folder
+            this call made, the folder is removed (``removed``).
+        Interrupted: SIGINT or SIGTERM stopped it, after result.json recorded it (``run_dir``, ``step``; ``removed``
+            when training had not started in a folder this call made, which is removed).
+        BaseException: what else interrupted training (KeyboardInterrupt, SystemExit), after result.json records it.
     """
     start = time.time()
+    lead = rank_zero_only.rank == 0  # under DDP the launcher (rank 0) owns the run directory; the others only train
+    stop = SignalStop()
+    if lead:
+        stop.install()
+    try:
+        return _train(cfg, start, lead, stop)
+    finally:
+        stop.uninstall()
+
+
+def _train(cfg: DictConfig, start: float, lead: bool, stop: SignalStop) -> Path:
     threads = use_threads(cfg.trainer.threads)  # a bad count is named before anything is built or written
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     check_memory(cfg)  # a model past the machine's memory is refused before building it takes that memory
@@ -164,94 +175,142 @@ def train(cfg: DictConfig) -> Path:
     data = build_task(cfg)
     check_settings(cfg, system.model, data)
     run_dir, made = make_run_dir(cfg)
-    # Under DDP the launcher (rank 0) owns the run directory; the processes it starts only train.
-    lead = rank_zero_only.rank == 0
+    stop.checkpoint = run_dir / "checkpoints" / "last.ckpt"
     with run_lock(run_dir) if lead else nullcontext():
-        previous = read_result(run_dir) or {}
-        if lead:
-            check_run_dir(run_dir, cfg, previous)
-            check_not_an_array_member(run_dir, previous)
-        if previous.get("status") == Status.FINISHED and previous.get("config_hash") == config_hash(cfg):
-            return run_dir  # another process finished this very run while we waited to start it
         try:
-            _fit(cfg, system, data, run_dir, start, lead, threads)
-        except Exception as exc:  # never half made: a folder made for a run that failed, with nothing to resume, goes
-            if lead and discard(run_dir, made) and isinstance(exc, RunFailed):
+            previous = previous_result(run_dir)
+            if lead:
+                check_run_dir(run_dir, cfg, previous)
+                check_not_an_array_member(run_dir, previous)
+            if previous.get("status") == Status.FINISHED and previous.get("config_hash") == config_hash(cfg):
+                return run_dir  # another process finished this very run while we waited to start it
+            _fit(cfg, system, data, run_dir, start, lead, threads, stop)
+        except ConfigError:  # refused: the lock leaves the folder as it was
+            raise
+        except BaseException as exc:  # a run that started training is an outcome: its folder stays, with its record
+            removed = lead and not stop.started and discard(run_dir, made)
+            if isinstance(exc, Interrupted):
+                exc.run_dir, exc.removed = run_dir, removed
+            if removed and isinstance(exc, RunFailed):
                 raise RunFailed(run_dir, exc.reason, removed=True) from exc.__cause__
             raise
     return run_dir
 
 
+def _log(run_dir: Path, text: str) -> None:
+    """Append ``text`` to the run's ``train.log``: what ablate says about each attempt at the run, kept with it. Not
+    when this process's stderr is that file already (a sweep's run, whose whole output goes there)."""
+    path = run_dir / "train.log"
+    try:
+        if path.exists() and os.path.samestat(os.fstat(sys.stderr.fileno()), path.stat()):
+            return
+    except (OSError, ValueError, AttributeError):  # stderr is no file (captured by a caller)
+        pass
+    with open(path, "a") as log:
+        log.write(text.rstrip("\n") + "\n")
+
+
+@contextmanager
+def _exact_resume_is_quiet(data: pl.LightningDataModule):
+    """Lightning warns, resuming from a checkpoint saved in the middle of an epoch, that a DataLoader without a
+    ``state_dict`` "can cause unreliable results". A task with ``resume_from`` needs none: its sampler starts the
+    next loader at the checkpoint's batch (:class:`ExactResume` keeps the position), and the resumed run is the
+    uninterrupted one bit for bit (tests/train/test_interrupt.py, tests/train/test_resume.py). For such a task alone,
+    that warning is silenced; a task without it resumes inexactly, and the warning is right."""
+    with warnings.catch_warnings():
+        if getattr(data, "resume_from", None) is not None:
+            warnings.filterwarnings("ignore", message=r"You're resuming from a checkpoint that ended before the epoch "
+                                    r"ended and your dataloader is not resumable", category=PossibleUserWarning)
+        yield
+
+
 def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModule, run_dir: Path, start: float,
-         lead: bool, threads: str) -> None:
+         lead: bool, threads: str, stop: SignalStop) -> None:
     """Train in ``run_dir``, recording the result; ``threads``: the line saying the CPU threads, printed once the
     Trainer is made (a setting Lightning refuses is the only line of a mistake)."""
     write = write_json if lead else (lambda path, data: None)
+    note = (lambda text: _log(run_dir, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}")) if lead else (lambda text: None)
     if lead:
         write_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg))
     last = run_dir / "checkpoints" / "last.ckpt"
     resume = last if last.is_file() else None
-    precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator, cfg.model.d_model)
-    result: dict[str, Any] = {"status": Status.RUNNING, "config_hash": config_hash(cfg), "run_dir": str(run_dir),
-                              "allocator": allocator_in_use(), "precision": precision}
-    write(run_dir / "result.json", {**(read_result(run_dir) or {}), **result})
-
+    if lead and resume is None:  # starting over: an earlier attempt's best.ckpt and step checkpoints are not this run's
+        clear_checkpoints(run_dir / "checkpoints")
     throughput, clock = TokenThroughput(pad_id=cfg.data.pad_id, every=cfg.train.log_every), WallClock(start)
-    callbacks: list[pl.Callback] = [throughput, clock, FiniteLoss(every=cfg.train.log_every)]
+    values = FinalValues()
+    callbacks: list[pl.Callback] = [throughput, clock, values, FiniteLoss(every=cfg.train.log_every)]
     if cfg.train.val_bleu:
         callbacks.append(ValidationBleu())  # does nothing for tasks without references
-    stop = StopRequest(run_dir)
-    callbacks += [Progress(run_dir), stop, ValidateAtLastStep()]
+    requested = StopRequest(run_dir)
+    callbacks += [Progress(run_dir), requested, ValidateAtLastStep()]
     resumer = ExactResume()
-    callbacks.append(resumer)  # after the others: it restores the training random states once validation is over
-    result.update(parameters=system.n_params["total"], parameters_by_part=system.n_params,
-                  resumed_from=str(resume) if resume else None)
+    # after the others: the resumer restores the training random states once validation is over, and a stop on a
+    # signal saves its checkpoint once every other callback is done with the step
+    callbacks += [resumer, stop]
+    attempt = Attempt(started_at=start, parameters=system.n_params, resumed_from=resume)
     try:  # a Trainer that cannot be made fails the run with its reason, as one that fails to train does
         trainer = make_trainer(cfg, run_dir, callbacks, shards_itself=getattr(data, "shards_itself", False))
         device = trainer.strategy.root_device
         kernel, kernel_note = choose_attention_kernel(system.model, cfg.trainer.attention_kernel, device)
         pin_attention_backends(device)
-        result.update(device=_device(trainer), visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
-                      threads=torch.get_num_threads(), started_at=start, attention_kernel=kernel)
+        attempt = Attempt(started_at=start, parameters=system.n_params, resumed_from=resume, attention_kernel=kernel)
         for logger in trainer.loggers:
             logger.log_hyperparams({"params/" + k: v for k, v in system.n_params.items()})
     except Exception as exc:
-        result.update(status=Status.FAILED, error=f"{type(exc).__name__}: {exc}",
-                      traceback=traceback.format_exc(limit=8), wall_time_s=clock.seconds)
-        write(run_dir / "result.json", result)
-        raise RunFailed(run_dir, result["error"]) from exc
-    if lead:
-        print(threads, file=sys.stderr)
-        print(summary_line(system.model, cfg, system.n_params["total"]), file=sys.stderr)
-        if kernel_note:
-            print(kernel_note, file=sys.stderr)
+        error = f"{type(exc).__name__}: {exc}"
+        write(run_dir / "result.json", run_result(cfg, run_dir, None, attempt, Outcome(
+            Status.FAILED, step=None, error=error, traceback=traceback.format_exc(limit=8), wall_time_s=clock.seconds)))
+        note(f"failed before training started: {error}")
+        raise RunFailed(run_dir, error) from exc
+    if trainer.world_size > 1:  # DDP: a checkpoint is saved by every process together; Lightning's handling stays
+        stop.uninstall()
+    write(run_dir / "result.json", {**(read_result(run_dir) or {}), **run_result(cfg, run_dir, trainer, attempt)})
+    note(f"ablate train: {'resuming from ' + str(resume) if resume else 'training from the first step'} "
+         f"({run_precision(cfg)}, {kernel}, device {device})")
+    for line in (threads, summary_line(system.model, cfg, system.n_params["total"]), kernel_note):
+        if line and lead:
+            print(line, file=sys.stderr)
+            note(line)
+    outcome, interrupted = Outcome(Status.INTERRUPTED, step=0), None
     try:
-        trainer.fit(system, datamodule=data, ckpt_path=str(resume) if resume else None)
+        with _exact_resume_is_quiet(data):
+            trainer.fit(system, datamodule=data, ckpt_path=str(resume) if resume else None)
+    except Interrupted as exc:
+        outcome.interrupted_by, outcome.error, interrupted = exc.name, f"interrupted by {exc.name}", exc
+        raise
+    except SIGTERMException as exc:  # Lightning's own (DDP), a bare SystemExit: a stop on SIGTERM all the same
+        outcome.interrupted_by, outcome.error = "SIGTERM", "interrupted by SIGTERM"
+        interrupted = Interrupted(signal.SIGTERM)
+        raise interrupted from exc
     except Exception as exc:
-        result.update(status=Status.FAILED, error=f"{type(exc).__name__}: {exc}",
-                      traceback=traceback.format_exc(limit=8))
-        raise RunFailed(run_dir, result["error"]) from exc
+        outcome.status, outcome.error = Status.FAILED, f"{type(exc).__name__}: {exc}"
+        outcome.traceback = traceback.format_exc(limit=8)
+        raise RunFailed(run_dir, outcome.error) from exc
     except BaseException as exc:  # KeyboardInterrupt, SystemExit: resumable from last.ckpt
-        result.update(status=Status.INTERRUPTED, error=type(exc).__name__)
+        outcome.error = type(exc).__name__
         raise
     else:
-        result["status"] = (Status.INTERRUPTED if trainer.interrupted else Status.STOPPED if stop.reason else
-                            Status.FINISHED)
-        if stop.reason:
-            result["stopped_because"] = stop.reason
+        outcome.status = (Status.INTERRUPTED if trainer.interrupted else Status.STOPPED if requested.reason else
+                          Status.FINISHED)
+        outcome.stopped_because = requested.reason
     finally:
         best = trainer.checkpoint_callback.best_model_score if trainer.checkpoint_callback else None
-        best = float(best) if best is not None else math.nan
-        result.update(
-            step=trainer.global_step,
-            final=_metrics(trainer),
-            best={"val/loss": best, "val/ppl": perplexity(best)} if math.isfinite(best) else {},
-            tokens_per_s=throughput.tokens_per_s,
-            train_tokens=throughput.total_tokens,
-            wall_time_s=clock.seconds,  # every attempt's (from the checkpoint it resumed), not the last one's alone
-        )
-        if resume is not None:
-            result["resumed_exactly"] = resumer.exact
+        outcome.step, outcome.final = trainer.global_step, values.final(trainer)
+        outcome.best = float(best) if best is not None else math.nan
+        outcome.train_tokens, outcome.tokens_per_s = throughput.total_tokens, throughput.tokens_per_s
+        outcome.wall_time_s, outcome.resumed_exactly = clock.seconds, resumer.exact
+        result = run_result(cfg, run_dir, trainer, attempt, outcome)
+        if resume is not None and values.restored is None:  # stopped before it read its checkpoint: what it holds
+            earlier = read_result(run_dir) or {}  # is what the attempt before recorded (its step, final, best)
+            result.update({k: earlier[k] for k in ("step", "final", "best", "train_tokens") if k in earlier})
         write(run_dir / "result.json", result)  # whole: an earlier attempt's error or scores no longer apply
+        if interrupted is not None:
+            interrupted.step = result.get("step")
         for logger in trainer.loggers:
             logger.finalize(result["status"])
+        ending = f"{outcome.status} at step {result.get('step')}"
+        if outcome.status == Status.FAILED:
+            ending += f": {outcome.error}" + (f"\n{outcome.traceback}" if outcome.traceback else "")
+        elif outcome.status == Status.INTERRUPTED:
+            ending += f" ({outcome.interrupted_by or outcome.error}); resume with: {resume_command(run_dir)}"
+        note(ending)

@@ -79,9 +79,9 @@ def test_a_setting_that_cannot_be_used_is_refused_before_the_run_folder_exists(o
     assert list(in_tmp.iterdir()) == []
 
 
-# Issue 27, cause 3, the other half: what can only fail once training runs leaves no half-made folder. A folder the
-# command made is removed again (its parents made for it too) unless the run saved a checkpoint a rerun resumes from;
-# a folder that was there keeps a result.json saying failed and why.
+# What fails once the checks are passed. Before training starts (a failure while fit sets up: here the optimiser), a
+# folder the command made is removed again, its parents made for it too: the place is as it was. A run that started
+# training is an outcome: its folder stays, with its config, train.log and a result.json saying failed, where and why.
 def _fails_at(monkeypatch, step: int) -> None:
     """Training raises at global step ``step`` (a bug, memory running out: what no check before can foresee)."""
     from ablate.train.system import TransformerSystem
@@ -96,14 +96,23 @@ def _fails_at(monkeypatch, step: int) -> None:
     monkeypatch.setattr(TransformerSystem, "training_step", training_step)
 
 
+def _fails_before_training(monkeypatch) -> None:
+    from ablate.train.system import TransformerSystem
+
+    def configure_optimizers(self):
+        raise RuntimeError("boom before training")
+
+    monkeypatch.setattr(TransformerSystem, "configure_optimizers", configure_optimizers)
+
+
 STEP = ["train.max_steps=6", "train.val_every=2", "train.log_every=1", "trainer.enable_progress_bar=false"]
 
 
 @pytest.mark.parametrize("output_dir", ["deep/er/run", None])
-def test_a_run_that_fails_in_a_folder_it_made_leaves_nothing(output_dir, in_tmp, monkeypatch, capsys):
+def test_a_run_that_fails_before_training_in_a_folder_it_made_leaves_nothing(output_dir, in_tmp, monkeypatch, capsys):
     from ablate.cli import main
 
-    _fails_at(monkeypatch, 1)
+    _fails_before_training(monkeypatch)
     (in_tmp / "runs" / "tiny" / "earlier").mkdir(parents=True)  # another run's folder: it stays
     before = sorted(in_tmp.rglob("*"))
     argv = ["train", str(REPO / "configs/default.yaml"), *TINY, "name=tiny", *STEP]
@@ -111,8 +120,26 @@ def test_a_run_that_fails_in_a_folder_it_made_leaves_nothing(output_dir, in_tmp,
     assert main(argv) == 1
     out, err = capsys.readouterr()
     assert sorted(in_tmp.rglob("*")) == before and out == ""
-    assert re.search(r"^ablate: run failed: RuntimeError: boom at step 1 \(.*run.* was new and holds no checkpoint: "
-                     r"removed, as it was before\)$", err, re.M), err
+    assert re.search(r"^ablate: run failed: RuntimeError: boom before training \(.*run.* was new and training had not "
+                     r"started: removed, as it was before\)$", err, re.M), err
+
+
+@pytest.mark.parametrize("output_dir", ["deep/er/run", None])
+def test_a_run_that_fails_once_training_started_keeps_its_folder(output_dir, in_tmp, monkeypatch, capsys):
+    from ablate.cli import main
+
+    _fails_at(monkeypatch, 1)
+    argv = ["train", str(REPO / "configs/default.yaml"), *TINY, "name=tiny", *STEP]
+    argv += [f"output_dir={output_dir}"] if output_dir else []
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    run_dir = Path(out.strip())
+    assert err.strip().splitlines()[-1] == \
+        f"ablate: run failed: RuntimeError: boom at step 1 (see {run_dir / 'result.json'})"
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "failed" and result["step"] == 1 and result["error"] == "RuntimeError: boom at step 1"
+    assert (run_dir / "config.yaml").is_file() and "failed at step 1: RuntimeError: boom at step 1" in \
+        (run_dir / "train.log").read_text()
 
 
 def test_a_run_that_fails_in_a_folder_that_was_there_is_marked_failed(in_tmp, monkeypatch):

@@ -1,0 +1,66 @@
+"""What stops a run from outside: SIGINT (Ctrl-C) and SIGTERM (a cluster scheduler's preemption, a sweep going away),
+and the exception that says so once the run has saved what resumes it (:class:`ablate.train.callbacks.SignalStop`).
+Light to import: the command line catches it."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from ablate.runs.files import resume_command
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(BaseException):
+    """Training was stopped by SIGINT (Ctrl-C) or SIGTERM (a scheduler's preemption, a sweep going away), after
+    saving what resumes it. Not an ``Exception``: nothing failed. ``step``: where it stopped, once known; ``run_dir``:
+    the run's folder, once made; ``removed``: training had not started in a folder the command made, now removed."""
+
+    def __init__(self, signum: int, step: int | None = None):
+        super().__init__(signal.Signals(signum).name)
+        self.signum, self.step = int(signum), step
+        self.run_dir: Path | None = None
+        self.removed = False
+
+    def __str__(self) -> str:
+        """The one line ``ablate`` prints: what stopped the run, where, and the command that resumes it."""
+        if self.run_dir is None or self.removed:
+            return (f"interrupted by {self.name} before training started: nothing was written"
+                    + (f" ({self.run_dir} was new: removed, as it was before)" if self.run_dir else ""))
+        last = self.run_dir / "checkpoints" / "last.ckpt"
+        where = ("before training started" if self.step is None else
+                 f"at step {self.step}, saved in {last}" if last.is_file() else
+                 f"at step {self.step}, before its first checkpoint")
+        return f"interrupted by {self.name} {where}; resume with: {resume_command(self.run_dir)}"
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        """What a shell reports for a process that a signal ended: 128 + the signal's number (130, 143)."""
+        return 128 + self.signum
+
+
+@contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """While the block runs, SIGTERM raises :class:`Interrupted` in the main thread, as SIGINT raises
+    KeyboardInterrupt: a command stopped before it has anything to save says so in one line and exits 143, instead of
+    dying silently. (A run installs its own handler once it starts: :class:`ablate.train.callbacks.SignalStop`.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise Interrupted(signum)
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
