@@ -14,6 +14,7 @@ from ablate.report.table import BLEU, LEAKS, LENGTH, TEST_BLEU, Report, Stat, Va
 from ablate.runs.status import Status
 from ablate.stats.compare import Comparison
 from ablate.stats.planning import MAX_PLANNED, POWER, SD_CONFIDENCE
+from ablate.stats.verdict import DECIDED, UNDECIDED, WORSE, said
 
 LABELS = {"val/loss": "val loss", "val/ppl": "val PPL", BLEU: "val BLEU", TEST_BLEU: "test BLEU", "val/acc": "val acc"}
 FORMATS = {"val/loss": ".3f", "val/ppl": ".2f", BLEU: ".2f", TEST_BLEU: ".2f", "val/acc": ".3f"}
@@ -138,11 +139,11 @@ def verdict_text(report: Report, row: VariantRow, spec: str = ".3g") -> str:
         return LEAKS
     text = c.verdict
     if c.on_failures:
-        text += " (fails more often)" if c.verdict == "worse" else " (fails less often)"
+        text += " (fails more often)" if said(c.verdict, WORSE) else " (fails less often)"
     elif c.interval and c.failed[0] * c.failed[3] != c.failed[2] * c.failed[1]:  # read off one side of the interval
         text += " (fails more often)" if c.failed[0] * c.failed[3] > c.failed[2] * c.failed[1] else \
             " (the base fails more often)"
-    elif c.verdict == "undecided" and c.resolved is not None:
+    elif said(c.verdict, UNDECIDED) and c.resolved is not None:
         text += f" (|Δ| < {bounds.bound(c.resolved, spec, bounds.lines(c.margin))})"
     elif c.detail:  # inside the margin, yet not 0
         text = c.statement
@@ -182,7 +183,7 @@ def comparison_cells(report: Report, row: VariantRow, spec: str) -> list[str]:
     if report.design.sequential:
         cells.append("" if c.decided_at is None else f"{c.decided_at} seeds")
     if report.design.margin is not None:  # a plan for the rows still open
-        cells.append("" if c.verdict in ("better", "worse", "equivalent") else seeds_range(c.seeds_for_margin))
+        cells.append("" if said(c.verdict, *DECIDED) else seeds_range(c.seeds_for_margin))
     return cells
 
 
