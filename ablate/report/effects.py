@@ -11,7 +11,7 @@ from __future__ import annotations
 from ablate.report import bounds
 from ablate.stats.factorial import INTERACTION, WITHIN
 from ablate.report.table import Effect, Report, Trend
-from ablate.report.text import FORMATS, NUMBER, format_count, label, pairs_text
+from ablate.report.cells import FORMATS, NUMBER, format_count, label, pairs_text
 from ablate.runs.status import Status
 from ablate.stats.compare import Comparison
 from ablate.stats.verdict import EQUIVALENT, SIGNED, UNDECIDED, said

@@ -54,7 +54,7 @@ def deltas_svg(report: Report) -> str:
     Returns:
         An ``<svg>`` element.
     """
-    from ablate.report.text import interval_header
+    from ablate.report.cells import interval_header
 
     rows = [row for row in report.variants if not row.is_base]
     fig = Figure(figsize=(7.0, max(2.0, 0.42 * len(rows) + 1.3)))
