@@ -11,11 +11,10 @@ from __future__ import annotations
 from ablate.report import bounds
 from ablate.stats.factorial import INTERACTION, WITHIN
 from ablate.report.table import Effect, Report, Trend
-from ablate.report.text import FORMATS, NUMBER, format_count, label, pairs_text
+from ablate.report.cells import FORMATS, NUMBER, format_count, label, pairs_text
 from ablate.runs.status import Status
 from ablate.stats.compare import Comparison
-
-DECIDED = ("better", "worse")
+from ablate.stats.verdict import EQUIVALENT, SIGNED, UNDECIDED, said
 
 
 def interval_cell(c: Comparison | None, spec: str) -> str:
@@ -34,13 +33,13 @@ def verdict_cell(effect: Effect, spec: str) -> str:
     if c is None:
         return Status.PENDING  # until every cell has an ended run
     if effect.contrast.kind == INTERACTION:
-        if c.verdict in DECIDED:
+        if said(c.verdict, *SIGNED):
             return "interaction: the effect depends on the other factor"
-        if c.verdict == "equivalent":
+        if said(c.verdict, EQUIVALENT):
             small = f"; a small one: {c.detail}" if c.detail else ""
             return f"no interaction beyond ±{c.margin:{spec}}{small}"
     text = c.statement
-    if c.verdict == "undecided" and c.resolved is not None:
+    if said(c.verdict, UNDECIDED) and c.resolved is not None:
         text += f" (|Δ| < {bounds.bound(c.resolved, spec, bounds.lines(c.margin))})"
     return text + (" (interim)" if c.interim else "")
 
@@ -75,9 +74,9 @@ def findings(report: Report) -> list[str]:
         if c is None or c.diff is None:
             out.append(f"{b_level}: {parts}; interaction with {a_level}: not yet measured.")
             continue
-        if c.verdict in DECIDED:
+        if said(c.verdict, *SIGNED):
             says = "its effect depends on it"
-        elif c.verdict == "equivalent":
+        elif said(c.verdict, EQUIVALENT):
             says = f"its effect does not depend on it by more than ±{c.margin:{spec}}" + \
                 (", though it does depend on it a little (the interval excludes 0)" if c.detail else "")
         else:

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from ablate.report import badges, bounds
 from ablate.report.plots import BASE_COLOR, _label, _placeholder, to_svg
 from ablate.report.table import Report
+from ablate.stats.verdict import EQUIVALENT, name
 
 TITLE = "Δ {metric} against the base, {interval} (colour: verdict)"
 FAR = 4.0  # a row whose farthest end is beyond FAR times the typical row's (and the margin) is cut
@@ -53,7 +54,7 @@ def deltas_svg(report: Report) -> str:
     Returns:
         An ``<svg>`` element.
     """
-    from ablate.report.text import interval_header
+    from ablate.report.cells import interval_header
 
     rows = [row for row in report.variants if not row.is_base]
     fig = Figure(figsize=(7.0, max(2.0, 0.42 * len(rows) + 1.3)))
@@ -84,7 +85,7 @@ def deltas_svg(report: Report) -> str:
     ax.set_xlim(left, right)
     ax.axvline(0.0, color=BASE_COLOR, lw=1, ls="--", alpha=0.7)
     for x in ((-margin, margin) if margin else ()):
-        ax.axvline(x, color=badges.COLORS["equivalent"], lw=1, ls=":", alpha=0.8)
+        ax.axvline(x, color=badges.COLORS[name(EQUIVALENT)], lw=1, ls=":", alpha=0.8)
     ax.set_yticks(range(len(rows)), [_label(row, sep=" ") for row in rows])
     ax.set_ylim(len(rows) - 0.5, -0.5)
     if not drawn:

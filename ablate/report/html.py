@@ -18,13 +18,13 @@ from ablate.report.render import blocks, missing_note, view
 from ablate.report.table import Report
 from ablate.report.text import (
     design_note,
-    format_value,
     legend,
     notes,
     precision_note,
     fused_note,
     status_note,
 )
+from ablate.report.cells import format_value
 from ablate.runs.status import Status
 
 CSS = """

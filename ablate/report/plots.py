@@ -117,7 +117,7 @@ def trends_svg(report: Report) -> str:
     Returns:
         An ``<svg>`` element.
     """
-    from ablate.report.text import interval_header
+    from ablate.report.cells import interval_header
 
     fig = Figure(figsize=(7.5, 4.4))
     ax = fig.add_subplot()

@@ -9,48 +9,20 @@ import csv
 import io
 from typing import Any
 
-from ablate.report.table import LEAKS, Report, Stat, VariantRow
-
-
-def _stat_fields(stat: Stat | None) -> list[Any]:
-    return [stat.mean, stat.std, stat.n] if stat else [None, None, 0]
-
-
-# row_failed, row_runs, base_failed, base_runs: the runs the comparison's look counts (``failed`` is every run's)
-COMPARISON = ("ci_low", "ci_high", "ci_level", "p_adj", "paired", "pairs", "seeds_better", "verdict", "decided_at",
-              "detectable_delta", "margin", "seeds_for_margin_low", "seeds_for_margin_high", "row_failed",
-              "row_runs", "base_failed", "base_runs", "failure_p", "compared_at_step", "skew", "skewed", "sign_flip_p",
-              "leaks_labels", "matched_by", "matched_value")
+from ablate.report.columns import columns
+from ablate.report.table import Report
 
 
 def table_columns(report: Report) -> list[str]:
-    """Columns of the machine-readable variant table (table.csv, the W&B table)."""
-    stats = [f"{key}_{part}" for key in report.metric_keys for part in ("mean", "std", "n")]
-    return ["variant", "stratum", "is_base", "status", *report.varied_keys, "parameters", "runs", "finished", "failed",
-            *stats, f"{report.metric}_delta", *COMPARISON, "tokens_per_s_mean", "tokens_per_s_std", "tokens_per_s_n",
-            "wall_time_s_mean", "wall_time_s_std", "wall_time_s_n", "first_error"]
-
-
-def _comparison_fields(row: VariantRow) -> list[Any]:
-    c, m = row.comparison, row.matched or {}
-    if c is None:
-        fields: list[Any] = [None] * (len(COMPARISON) - 3)
-        fields[COMPARISON.index("verdict")] = "base" if row.is_base else None
-    else:
-        fields = [*(c.interval or (None, None)), c.level, c.p, c.paired, c.n, c.better,
-                  LEAKS if row.leaks_labels else c.statement, c.decided_at, c.detectable, c.margin,
-                  *(c.seeds_for_margin or (None, None)), *c.failed, c.failure_p, c.step, c.skew, c.skewed,
-                  c.sign_flip_p]
-    return [*fields, row.leaks_labels, m.get("by"), m.get("value")]
+    """Columns of the machine-readable variant table (table.csv, the W&B table): each column's CSV names, in the
+    order of :func:`ablate.report.columns.columns`."""
+    return [name for column in columns(report) for name in column.csv]
 
 
 def table_records(report: Report) -> list[list[Any]]:
     """One list of raw values per variant, aligned with :func:`table_columns`; None where unknown."""
-    return [[row.name, row.stratum, row.is_base, row.status, *(row.varied.get(k) for k in report.varied_keys),
-             row.parameters, row.n_runs, row.n_finished, row.n_failed,
-             *(x for key in report.metric_keys for x in _stat_fields(row.metrics[key])), row.delta,
-             *_comparison_fields(row), *_stat_fields(row.tokens_per_s), *_stat_fields(row.wall_time_s), row.first_error]
-            for row in report.variants]
+    table = columns(report)
+    return [[value for column in table for value in column.raw(row)] for row in report.variants]
 
 
 def run_columns(report: Report) -> list[str]:

@@ -1,9 +1,9 @@
 """The whole report as a document: Markdown (table.md) and aligned plain text (the terminal).
 
-Both lead with the verdict view (:func:`ablate.report.text.verdict_columns`: each row's headline metric, Δ, interval
-and verdict), one block per stratum (the rows compared with the base row at the same values of the other factors).
-Every column comes after it in Markdown (folded), and in the terminal with ``wide`` (``ablate report --wide``); then a
-two-factor design's effects with a sentence per interaction, then a ladder's trends.
+Both lead with the verdict view (the columns of :mod:`ablate.report.columns` with a place in it: each row's headline
+metric, Δ, interval and verdict), one block per stratum (the rows compared with the base row at the same values of the
+other factors). Every column comes after it in Markdown (folded), and in the terminal with ``wide`` (``ablate report
+--wide``); then a two-factor design's effects with a sentence per interaction, then a ladder's trends.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from typing import TextIO
 from ablate.report import badges
 from ablate.report.effects import effect_cells, effect_headers, findings, trend_cells, trend_headers
 from ablate.report.table import Report, VariantRow
-from ablate.report.text import (design_note, display_cells, display_headers, interval_header, label, legend, notes,
-                                one_line, precision_note, fused_note, status_note, text_columns, verdict_columns)
+from ablate.report.cells import interval_header, label, one_line
+from ablate.report.columns import displayed
+from ablate.report.text import design_note, fused_note, legend, notes, precision_note, status_note
 
 WIDTH = 120  # the width printed to off a terminal (a pipe, a log file) unless COLUMNS says otherwise
 MIN_WRAP = 16  # the narrowest a wrapped verdict may be beside its row; narrower, it goes on lines under the row
@@ -34,9 +35,11 @@ def terminal_width(stream: TextIO) -> int:
 
 
 def drop_order(report: Report) -> list[str]:
-    """The verdict view's columns a narrow terminal gives up, first to last, by title: the runs, the headline metric's
-    mean ± sd, Δ, then the interval. The variant and its verdict always stay (the verdict wraps under itself)."""
-    return ["runs", label(report.metric), f"Δ {label(report.metric)}", interval_header(report)]
+    """The verdict view's columns a narrow terminal gives up, first to last, by title (each column's ``drop``): the
+    runs, the headline metric's mean ± sd, Δ, then the interval. The variant and its verdict always stay (the verdict
+    wraps under itself)."""
+    droppable = [c for c in displayed(report, verdict_view=True) if c.drop is not None]
+    return [c.title for c in sorted(droppable, key=lambda c: c.drop)]
 
 
 def blocks(report: Report) -> list[tuple[str, list[VariantRow]]]:
@@ -60,13 +63,9 @@ def view(report: Report, rows: list[VariantRow], *, wide: bool) -> tuple[list[st
 
     The verdict view leaves out the failures' column: the failed runs' errors are listed under the table.
     """
-    headers, left = display_headers(report), text_columns(report)
-    cells = [display_cells(report, row) for row in rows]
-    if wide:
-        return headers, cells, left
-    keep = verdict_columns(report)
-    return ([headers[i] for i in keep], [[c[i] for i in keep] for c in cells],
-            {j for j, i in enumerate(keep) if i in left})
+    cols = displayed(report, verdict_view=not wide)
+    return ([c.title for c in cols], [[c.cell(row) for c in cols] for row in rows],
+            {i for i, c in enumerate(cols) if c.left})
 
 
 def _markdown_tables(report: Report, *, wide: bool) -> list[str]:

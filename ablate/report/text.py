@@ -1,189 +1,30 @@
-"""The report as text for reading: display cells shared by every format, Markdown, aligned plain text.
+"""The report as text for reading: the displayed table's titles and cells, the legend and the notes.
 
-Display cells round numbers for reading; :mod:`ablate.report.records` keeps full precision for the CSV
-files and the W&B table.
+The columns are :mod:`ablate.report.columns`'s table and their cells :mod:`ablate.report.cells`'s; display cells
+round numbers for reading, while :mod:`ablate.report.records` keeps full precision for the CSV files and the W&B
+table.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
-from ablate.report import bounds
-from ablate.report.table import BLEU, LEAKS, LENGTH, TEST_BLEU, Report, Stat, VariantRow
+from ablate.report.cells import FORMATS, MAX_ERROR, NUMBER, interval_header, label  # noqa: F401 (read from here too)
+from ablate.report.columns import displayed
+from ablate.report.table import LENGTH, Report, VariantRow
 from ablate.runs.status import Status
 from ablate.stats.compare import Comparison
-from ablate.stats.planning import MAX_PLANNED, POWER, SD_CONFIDENCE
-
-LABELS = {"val/loss": "val loss", "val/ppl": "val PPL", BLEU: "val BLEU", TEST_BLEU: "test BLEU", "val/acc": "val acc"}
-FORMATS = {"val/loss": ".3f", "val/ppl": ".2f", BLEU: ".2f", TEST_BLEU: ".2f", "val/acc": ".3f"}
-NUMBER = ".4g"
-MAX_ERROR = 60  # characters of an error message in the Markdown and terminal tables
-
-
-def short_labels(keys: tuple[str, ...]) -> list[str]:
-    """``model.n_heads`` -> ``n_heads``, unless two keys would share a last segment."""
-    tails = [key.rsplit(".", 1)[-1] for key in keys]
-    return [tail if tails.count(tail) == 1 else key for key, tail in zip(keys, tails)]
-
-
-def format_value(value: Any) -> str:
-    """A varied value as written in a config: ``8``, ``0.1``, ``pre``, ``true``."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, dict):  # a component's arguments: window=16, prefix_len=32
-        return ", ".join(f"{k}={format_value(v)}" for k, v in value.items()) or "—"
-    return str(value)
-
-
-def format_count(n: float | None) -> str:
-    """65130496 -> ``65.13M``; 12345 -> ``12.3k``."""
-    if n is None:
-        return "—"
-    if abs(n) >= 1e6:
-        return f"{n / 1e6:.2f}M"
-    return f"{n / 1e3:.1f}k" if abs(n) >= 1e3 else f"{n:.0f}"
-
-
-def format_duration(seconds: float | None) -> str:
-    """42.0 -> ``42s``; 125 -> ``2m 05s``; 3720 -> ``1h 02m``."""
-    if seconds is None:
-        return "—"
-    s = round(seconds)
-    if s < 60:
-        return f"{seconds:.1f}s" if seconds < 10 else f"{s}s"
-    return f"{s // 60}m {s % 60:02d}s" if s < 3600 else f"{s // 3600}h {s % 3600 // 60:02d}m"
-
-
-def format_stat(stat: Stat, spec: str) -> str:
-    """``2.750 ± 0.354``; the mean alone for a single run."""
-    return f"{stat.mean:{spec}}" if stat.std is None else f"{stat.mean:{spec}} ± {stat.std:{spec}}"
-
-
-def one_line(text: str, limit: int | None = None) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    flat = " ".join(text.split())
-    return flat if limit is None or len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def interval_header(report: Report) -> str:
-    return f"{1 - report.design.alpha:.0%} CI (simult.)"
+from ablate.stats.planning import POWER, SD_CONFIDENCE
 
 
 def display_headers(report: Report) -> list[str]:
-    """Column titles of the displayed table."""
-    metrics = [label(key) for key in report.metric_keys]
-    design = report.design
-    extra = (["decided at"] if design.sequential else []) + ([f"seeds for ±{design.margin}"] if design.margin else [])
-    return ["variant", *short_labels(report.varied_keys), "params", *metrics,
-            f"Δ {label(report.metric)}", interval_header(report), "p (adj.)", "seeds better", "verdict", "pairs",
-            "detectable Δ", *extra, "tokens/s", "wall time", "runs", "failed"]
-
-
-def text_columns(report: Report) -> set[int]:
-    """Displayed columns aligned left: the variant, varied keys with a text value, the verdict, the failures."""
-    words = {1 + i for i, key in enumerate(report.varied_keys)
-             if any(isinstance(row.varied.get(key), str) for row in report.variants)}
-    headers = display_headers(report)
-    return {0, *words, headers.index("verdict"), len(headers) - 1}
-
-
-def verdict_columns(report: Report) -> list[int]:
-    """The columns of the verdict view, as indices into :func:`display_headers`: the variant, its headline metric,
-    its runs, then Δ, its interval and the verdict side by side (the verdict last, so a long one widens nothing)."""
-    headers = display_headers(report)
-    names = [label(report.metric), "runs", f"Δ {label(report.metric)}", interval_header(report), "verdict"]
-    return [0, *(headers.index(name, 1) for name in names)]
-
-
-def label(key: str) -> str:
-    """A metric's column title: ``val loss``, ``test BLEU``, ``val loss 2x`` (twice the training length)."""
-    match = LENGTH.match(key)
-    return f"val loss {match.group(1)}x" if match else LABELS.get(key, key)
-
-
-def metric_cell(row: VariantRow, key: str) -> str:
-    """``mean ± std``; the variant's status (``pending``, ``failed``) when no run finished, never a zero;
-    ``cannot`` where its runs could not be scored (a model that encodes fewer positions than the length)."""
-    stat = row.metrics[key]
-    if stat is not None:
-        return format_stat(stat, FORMATS.get(key, ".3f" if LENGTH.match(key) else NUMBER))
-    if any(key in run.notes for run in row.runs):
-        return "cannot"
-    return row.status if row.n_finished == 0 else "—"  # "—": finished runs that did not log this metric
+    """The titles of the displayed table's columns (every one that applies to the design)."""
+    return [column.title for column in displayed(report)]
 
 
 def display_cells(report: Report, row: VariantRow, *, error_limit: int | None = MAX_ERROR) -> list[str]:
     """One variant's displayed cells, aligned with :func:`display_headers`."""
-    metrics = [metric_cell(row, key) for key in report.metric_keys]
-    spec = FORMATS.get(report.metric, NUMBER)
-    delta = "—" if row.delta is None else ("base" if row.is_base else f"{row.delta:+{spec}}")
-    ended = row.n_finished + row.n_failed
-    failed = f"{row.n_failed}/{ended}: {one_line(row.first_error, error_limit)}" if row.n_failed else ""
-    return [row.name, *(format_value(row.varied.get(k)) for k in report.varied_keys), format_count(row.parameters),
-            *metrics, delta, *comparison_cells(report, row, spec),
-            format_count(row.tokens_per_s.mean if row.tokens_per_s else None),
-            format_duration(row.wall_time_s.mean if row.wall_time_s else None),
-            f"{row.n_finished}/{row.n_runs}", failed]
-
-
-def verdict_text(report: Report, row: VariantRow, spec: str = ".3g") -> str:
-    """The verdict as the table says it: why a row is untested or undecided, and whether it is interim."""
-    c = row.comparison
-    if row.leaks_labels:
-        return LEAKS
-    text = c.verdict
-    if c.on_failures:
-        text += " (fails more often)" if c.verdict == "worse" else " (fails less often)"
-    elif c.interval and c.failed[0] * c.failed[3] != c.failed[2] * c.failed[1]:  # read off one side of the interval
-        text += " (fails more often)" if c.failed[0] * c.failed[3] > c.failed[2] * c.failed[1] else \
-            " (the base fails more often)"
-    elif c.verdict == "undecided" and c.resolved is not None:
-        text += f" (|Δ| < {bounds.bound(c.resolved, spec, bounds.lines(c.margin))})"
-    elif c.detail:  # inside the margin, yet not 0
-        text = c.statement
-    if c.step is not None:
-        text += f" (at step {c.step})"
-    return text + (" (interim)" if c.interim else "")
-
-
-def pairs_text(c: Comparison) -> str:
-    """``3 paired``, ``4 of 5 paired`` (seeds both sides ended, of the row's), ``3 vs 4 unpaired``."""
-    if not c.paired:
-        return f"{c.n} vs {c.m} unpaired"
-    return f"{c.n} paired" if c.n == c.ended else f"{c.n} of {c.ended} paired"
-
-
-def seeds_range(seeds: tuple[int | None, int | None] | None) -> str:
-    """``6–13`` (observed sd to its upper bound), ``6``, ``>1000``."""
-    if seeds is None:
-        return ""
-    lo, hi = (f">{MAX_PLANNED}" if n is None else str(n) for n in seeds)
-    return lo if lo == hi else f"{lo}–{hi}"
-
-
-def comparison_cells(report: Report, row: VariantRow, spec: str) -> list[str]:
-    """The interval, the adjusted p, the seeds better, the verdict, the pairs, the detectable Δ, when it was decided
-    (sequential designs) and the seeds a margin needs (with a margin)."""
-    extra = [report.design.sequential, report.design.margin is not None].count(True)
-    if row.is_base:
-        return ["", "", "", "base", "", "", *[""] * extra]
-    c = row.comparison
-    if c is None:
-        return ["—", "—", "—", LEAKS if row.leaks_labels else "—", "", "", *[""] * extra]
-    interval = bounds.interval(*c.interval, spec, c.margin) if c.interval else "—"
-    p = "—" if c.p is None else (f"{c.p:.3f}" if c.p >= 0.001 else "<0.001")
-    cells = [interval, p, c.better or "—", verdict_text(report, row), pairs_text(c),
-             "" if c.detectable is None else f"{c.detectable:{spec}}"]
-    if report.design.sequential:
-        cells.append("" if c.decided_at is None else f"{c.decided_at} seeds")
-    if report.design.margin is not None:  # a plan for the rows still open
-        cells.append("" if c.verdict in ("better", "worse", "equivalent") else seeds_range(c.seeds_for_margin))
-    return cells
+    return [column.cell(row) for column in displayed(report, error_limit=error_limit)]
 
 
 def legend(report: Report) -> str:

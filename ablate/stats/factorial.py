@@ -32,6 +32,7 @@ from typing import Any, Mapping, Sequence
 
 from ablate.stats.compare import Comparison, compare
 from ablate.stats.design import Design as StatsDesign
+from ablate.stats import verdict as V
 
 ROW, LADDER = "row", "ladder"
 SIMPLE, MAIN, WITHIN, INTERACTION, TREND = "simple", "main effect", "simple effect", "interaction", "trend"
@@ -270,7 +271,7 @@ def judge(contrast: Contrast, ended: Mapping[str, Mapping[int, float]], design: 
     return compare(x, y, design, goal, interim=interim, reference=dict(ended.get(contrast.reference, {})))
 
 
-GROWS, SHRINKS, FLIPS, UNDECIDED = "grows", "shrinks", "flips sign", "undecided"
+GROWS, SHRINKS, FLIPS, UNDECIDED = "grows", "shrinks", "flips sign", V.name(V.UNDECIDED)
 
 
 def trend_verdict(slope: Comparison | None, steps: Sequence[str | None], mean_delta: float | None) -> str:
@@ -283,10 +284,10 @@ def trend_verdict(slope: Comparison | None, steps: Sequence[str | None], mean_de
       slope found;
     - *undecided* otherwise.
     """
-    if {"better", "worse"} <= set(steps):
+    if {V.name(code) for code in V.SIGNED} <= set(steps):
         return FLIPS
     if slope is not None and slope.interval is not None and slope.interval[0] * slope.interval[1] > 0:
         return GROWS if mean_delta is not None and (slope.diff > 0) == (mean_delta > 0) else SHRINKS
-    if steps and steps[0] in ("better", "worse", "equivalent") and len(set(steps)) == 1:
+    if steps and V.said(steps[0], *V.DECIDED) and len(set(steps)) == 1:
         return f"consistent: {steps[0]} at every size"
     return UNDECIDED

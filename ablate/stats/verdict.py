@@ -27,6 +27,7 @@ import numpy as np
 BETTER, WORSE, EQUIVALENT, NOT_WORSE, NOT_BETTER, UNDECIDED, CANNOT_TEST, TOO_FEW = range(8)
 NAMES = ("better", "worse", "equivalent", "not worse", "not better", "undecided", "cannot test", "too few seeds")
 DECIDED = (BETTER, WORSE, EQUIVALENT)  # a sequential design stops adding seeds to a row with one of these
+SIGNED = (BETTER, WORSE)  # the verdicts that prove the sign of Δ: the interval excludes 0
 
 
 def from_interval(lo: np.ndarray, hi: np.ndarray, goal: str, margin: float | np.ndarray | None) -> np.ndarray:
@@ -65,7 +66,14 @@ def guard(lo: np.ndarray, hi: np.ndarray, goal: str, margin: float | np.ndarray 
 
 
 def name(code: int) -> str:
+    """The verdict's word, as every format prints it: ``name(WORSE) == "worse"``."""
     return NAMES[int(code)]
+
+
+def said(verdict: str | None, *codes: int) -> bool:
+    """Whether ``verdict``, a verdict's word (:attr:`ablate.stats.compare.Comparison.verdict`), is the word of one of
+    ``codes``: ``said(c.verdict, *DECIDED)``. Code outside this module asks this, never compares the words itself."""
+    return verdict in {NAMES[int(code)] for code in codes}
 
 
 def qualifier(code: int, lo: float, hi: float, goal: str) -> str:
@@ -75,4 +83,4 @@ def qualifier(code: int, lo: float, hi: float, goal: str) -> str:
     if int(code) != EQUIVALENT or not lo * hi > 0:
         return ""
     worse = (lo > 0) == (goal == "minimize")
-    return f"{'worse' if worse else 'better'}, by less than the margin"
+    return f"{NAMES[WORSE] if worse else NAMES[BETTER]}, by less than the margin"

@@ -52,7 +52,7 @@ def time_left(look: Look, ended: set[str], seconds: dict[str, float], workers: i
 
 def look_line(look: Look, ended: set[str], seconds: dict[str, float], workers: int) -> str:
     """The progress line (see the module's docstring)."""
-    from ablate.report.text import format_duration  # the report's package: scipy, as a sequential design has
+    from ablate.report.cells import format_duration  # the report's package: scipy, as a sequential design has
 
     left = time_left(look, ended, seconds, workers)
     if not look.runs - ended:
