@@ -345,7 +345,7 @@ RUN_MISTAKES = [  # on a run directory: {run} translation, {lm} language model, 
     (["attention", "{synthetic}", "--text", "hi"], "--text='hi' is not allowed; expected symbols as whole numbers"),
     (["attention", "{run}", "--text", " "], "--text=' ' is not allowed"),
     (["train", "configs/default.yaml", "output_dir={synthetic}", "model.dropout=0.3"],
-     "expected a run directory of this config or a new one: it holds a run of another config ("),
+     "expected a run directory of this config or a new one: it holds a finished run of another config ("),
     (["attention", "{lm}", "--text", "hi", "--out", "{lm}/config.yaml"], "config.yaml' is not allowed; expected a new "
      ".png file or a PNG ablate drew (the name must end in .png)"),
     (["attention", "{lm}", "--text", "hi", "--out", "{lm}/checkpoints/a.png"], "not inside the run folder"),

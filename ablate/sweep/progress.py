@@ -130,11 +130,12 @@ class LogLines:
         pass
 
 
-def progress_bar(*, total: int | None, initial: int, desc: str, disable: bool, stream: TextIO = sys.stderr,
+def progress_bar(*, total: int | None, initial: int, desc: str, disable: bool, stream: TextIO | None = None,
                  **options: Any) -> tqdm | LogLines:
     """The pool's progress: tqdm's bar on a terminal, :class:`LogLines` off one, tqdm disabled with ``disable``.
     The pool updates it with ``refresh=False`` and then :meth:`update`, so a terminal's bar is drawn once an update
     too."""
+    stream = sys.stderr if stream is None else stream  # at the call: a caller may have replaced it
     if disable or stream.isatty():
         return tqdm(total=total, initial=initial, desc=desc, unit="run", disable=disable, file=stream, **options)
     return LogLines(total, initial, desc, stream, options.get("bar_format"))
