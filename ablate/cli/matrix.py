@@ -20,15 +20,7 @@ def format_matrix(sweep: Sweep, runs: list[PlannedRun]) -> str:
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
-    if sweep.open_ended:
-        count = (f"open-ended: points are {'chosen as runs finish' if sweep.method == 'bayes' else 'drawn'} until "
-                 "Ctrl-C or SIGTERM (finished runs kept, running ones resumed by a relaunch), a run reaches "
-                 "metric.target, or --max-runs; the first " + ("point's" if sweep.method == "bayes" else
-                                                               f"{len(runs)}") + " runs")
-    elif sweep.method == "bayes":
-        count = f"up to {sweep.n_samples() * len(sweep.seeds)} runs, chosen as runs finish; the first point's"
-    else:
-        count = f"{len(runs)} runs"
+    count = sweep.search.count(sweep, runs)
     if sweep.decide.max_seeds:
         n = sweep.decide.max_seeds
         count += (f" to start (sequential design: a seed at a time to undecided rows, up to {n} seeds each, "
@@ -59,10 +51,8 @@ def family_note(sweep: Sweep, runs: list[PlannedRun]) -> list[str]:
 def plan_json(sweep: Sweep, runs: list[PlannedRun]) -> str:
     """``--dry-run --json``: the plan as plan.json would hold it, with how many runs the sweep makes (``runs``
     null: open-ended, ``planned`` then lists its first points) and ablate's notes on the file."""
-    total = None if sweep.open_ended else (sweep.n_samples() * len(sweep.seeds) if sweep.method == "bayes"
-                                           else len(runs))
-    record = {**plan_record(sweep, runs), "open_ended": sweep.open_ended, "total_runs": total,
-              "notes": sweep.notes()}
+    record = {**plan_record(sweep, runs), "open_ended": sweep.open_ended,
+              "total_runs": sweep.search.total_runs(sweep, runs), "notes": sweep.notes()}
     return json.dumps(record, indent=2, default=str)
 
 

@@ -126,14 +126,15 @@ QueueFor = Callable[[Runs, Callable[[Runs], None], Callable[[Runs], Runs]], RunQ
 
 
 def plan_queue(sweep: Sweep, sweep_dir: Path, planner: Planner, *, dry_run: bool) -> tuple[list[PlannedRun], QueueFor]:
-    """The one place ``launch`` looks at the sweep's method: the runs planned now and how to build the queue that
-    hands out the rest.
+    """The runs planned now and how to build the queue that hands out the rest, as the sweep's method
+    (:mod:`ablate.sweep.methods`) fills it.
 
-    bayes: its first point (a dry run) or the points an earlier launch planned; open-ended random: the draws an
-    earlier launch made, drawn again (the stream is the sampler seed's; a dry run shows ``DRY_RUN_POINTS``);
-    otherwise the whole plan, run as a sequential design when ``decide.max_seeds`` is set.
+    A method that proposes points (bayes): its first point (a dry run) or the points an earlier launch planned;
+    open-ended (random without run_cap): the draws an earlier launch made, drawn again (the stream is the sampler
+    seed's; a dry run shows ``DRY_RUN_POINTS``); otherwise the whole plan, run as a sequential design when
+    ``decide.max_seeds`` is set.
     """
-    if sweep.method == "bayes":
+    if sweep.search.proposes:
         from ablate.sweep.bayes import BayesSearch
 
         if dry_run:

@@ -129,7 +129,7 @@ class Planner:
         for point in points:
             cfg, overrides, labels, matched = self._configure(point)
             run_id, fresh = config_hash(cfg), False
-            while run_id in self.seen and self.sweep.method != "grid":
+            while run_id in self.seen and not self.sweep.search.factorial:
                 point, fresh = replace(point, seed=max(self.used_seeds[point.variant]) + 1), True
                 cfg, overrides, labels, matched = self._configure(point)
                 run_id = config_hash(cfg)
@@ -147,7 +147,7 @@ class Planner:
                              overrides=overrides, labels=labels, run_dir=f"runs/{run_id}", parameters=v.parameters,
                              flops_per_token=v.flops, changes=v.changes, same_as=v.same_as, matched=matched,
                              leaks_labels=v.leaks_labels, fresh_seed=fresh,
-                             factors=_plain(point.factors) if self.sweep.method == "grid" else {})
+                             factors=_plain(point.factors) if self.sweep.search.factorial else {})
 
     def _check(self, cfg: DictConfig, variant: str) -> None:
         from ablate.train.preflight import check_config
@@ -298,7 +298,7 @@ def plan_record(sweep: Sweep, runs: list[PlannedRun]) -> dict[str, Any]:
 def factor_record(sweep: Sweep) -> list[dict[str, Any]]:
     """The factors of a grid sweep and their levels, as plan.json holds them; [] for random and bayes sweeps (their
     points cross no grid: every variant is compared with the base)."""
-    if sweep.method != "grid":
+    if not sweep.search.factorial:
         return []
     return [{"name": name, "levels": _plain({"levels": levels})["levels"]} for name, levels in
             sweep.factor_levels().items()]

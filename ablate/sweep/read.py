@@ -11,7 +11,8 @@ from ablate.runs.metrics import allowed, known
 from ablate.sweep.decide import parse_decide
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.match import Match
-from ablate.sweep.params import GRIDDABLE, Param, flatten
+from ablate.sweep.methods import DEFAULT_METHOD, SearchMethod, method_named
+from ablate.sweep.params import Param, flatten
 from ablate.sweep.spec import DEFAULT_VARIANT, Sweep, _row_values, _short, _yaml_value
 from ablate.yamlio import load_yaml_file
 
@@ -22,19 +23,16 @@ W_AND_B_KEYS = {"name", "description", "method", "metric", "parameters", "run_ca
 # ablate runs `ablate train` itself; apiVersion and kind head W&B Launch's sweep-scheduler manifests
 NOT_HONOURED = ("program", "command", "job", "image_uri", "scheduler", "metrics", "apiVersion", "kind")
 EVALUATE_OPTIONS = ("lengths", "split", "beam", "alpha", "average_last", "checkpoint", "batch_tokens")
-METHODS = ("grid", "random", "bayes")
 GOALS = ("minimize", "maximize")
 IMPUTE = ("worst", "best", "latest")  # what a bayes search scores a failed run by (W&B's metric.impute)
 
 
-def _check_method(method: str, params: dict[str, Param], source: str) -> None:
+def _check_method(method: SearchMethod, params: dict[str, Param], source: str) -> None:
     for key, p in params.items():
         if key == "seed" and not _integers(p):
             raise ConfigError("parameters.seed", p.distribution, "value, values, or a distribution of integers "
                               "(int_uniform, or a q_ form with a whole q): a seed is an integer", source)
-        if method == "grid" and p.distribution not in GRIDDABLE:
-            raise ConfigError(f"parameters.{key}", p.distribution, "a constant, values (without probabilities), "
-                              "int_uniform or q_uniform: what W&B's grid search takes", source)
+        method.check_parameter(key, p, source)
 
 
 def _integers(p: Param) -> bool:
@@ -104,15 +102,15 @@ def _check_rows_apart(rows: list[dict[str, Any]], params: dict[str, Param], sour
                                   "it in the row or sweep it, not both", source)
 
 
-def _parse_ladder(spec: Any, method: str, rows: list[dict[str, Any]], params: dict[str, Param],
+def _parse_ladder(spec: Any, method: SearchMethod, rows: list[dict[str, Any]], params: dict[str, Param],
                   source: str) -> list[dict[str, Any]]:
     """``ladder``: the sizes every row runs at; a grid's, at least two steps, keys that no row or parameter sets."""
     ladder = _parse_rows(spec, source, "ladder")
     if not ladder:
         return []
-    if method != "grid":
-        raise ConfigError("ladder", [s["name"] for s in ladder], "no ladder for method " f"{method}: every row runs "
-                          "at every step of a grid", source)
+    if not method.factorial:
+        raise ConfigError("ladder", [s["name"] for s in ladder], "no ladder for method "
+                          f"{method.name}: every row runs at every step of a grid", source)
     if len(ladder) < 2:
         raise ConfigError("ladder", [s["name"] for s in ladder], "at least two steps (sizes) to compare", source)
     for i, step in enumerate(ladder):
@@ -173,7 +171,7 @@ def check_sequential(sweep: Sweep, key: str = "decide.max_seeds") -> None:
     if n is None:
         return
     source = str(sweep.path)
-    if sweep.method != "grid":
+    if not sweep.search.factorial:
         raise ConfigError(key, n, "no max_seeds for method " f"{sweep.method}: seeds are added to the rows of a grid",
                           source)
     if sweep.early_terminate is not None:
@@ -226,9 +224,7 @@ def load_sweep(path: str | Path) -> Sweep:
         if key not in W_AND_B_KEYS | ABLATE_KEYS:
             raise ConfigError(str(key), raw[key], f"a sweep key: {', '.join(sorted(W_AND_B_KEYS | ABLATE_KEYS))}",
                               source)
-    method = raw.get("method", "grid")
-    if method not in METHODS:
-        raise ConfigError("method", method, f"one of {', '.join(METHODS)}", source)
+    method = method_named(raw.get("method", DEFAULT_METHOD), source)
     params = flatten(raw.get("parameters") or {}, source)
     _check_method(method, params, source)
     _check_controller(raw.get("controller"), source)
@@ -238,7 +234,7 @@ def load_sweep(path: str | Path) -> Sweep:
     base_config, base_overrides = _parse_base(raw.get("base"), path.parent, source)
     rows = _parse_rows(raw.get("rows"), source)
     _check_rows_apart(rows, params, source)
-    sweep = Sweep(name=check_name(str(raw.get("name") or path.stem), "name", source), path=path, method=method,
+    sweep = Sweep(name=check_name(str(raw.get("name") or path.stem), "name", source), path=path, method=method.name,
                   metric=_parse_metric(raw.get("metric"), source), description=str(raw.get("description") or ""),
                   base_config=base_config, base_overrides=base_overrides, rows=rows,
                   ladder=_parse_ladder(raw.get("ladder"), method, rows, params, source), parameters=params,

@@ -45,6 +45,7 @@ from ablate.stats.factorial import LADDER, ROW
 from ablate.sweep.decide import Decide
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.match import Match
+from ablate.sweep.methods import DEFAULT_METHOD, SearchMethod, method_named
 from ablate.sweep.params import Param
 
 DEFAULT_VARIANT = "base"  # the name of a row, or of a point, that sets nothing
@@ -70,7 +71,7 @@ class Sweep:
 
     name: str
     path: Path
-    method: str = "grid"
+    method: str = DEFAULT_METHOD
     metric: dict[str, Any] = field(default_factory=lambda: {"name": "val/loss", "goal": "minimize"})
     description: str = ""
     base_config: Path | None = None
@@ -88,6 +89,11 @@ class Sweep:
     decide: Decide = Decide()  # how rows are compared with the base: margin, sequential seeds, alpha
     ignored: list[str] = field(default_factory=list)  # W&B keys present that ablate does not honour
     raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def search(self) -> SearchMethod:
+        """The method that chooses the points (:mod:`ablate.sweep.methods`)."""
+        return method_named(self.method)
 
     def design(self, rows: int) -> Design:
         """The sweep's design (:mod:`ablate.stats.design`) with a family of ``rows`` comparisons."""
@@ -127,7 +133,7 @@ class Sweep:
         """Whether each point draws its own seed (a seed distribution in a random or bayes sweep, as W&B does)
         rather than running once per listed seed (``values``: replicates, ablate's own reading)."""
         param = self.parameters.get("seed")
-        return param is not None and self.method != "grid" and param.distribution not in ("constant", "categorical")
+        return param is not None and not self.search.factorial and param.distribution not in ("constant", "categorical")
 
     @property
     def seeds(self) -> list[int | None]:
@@ -143,7 +149,7 @@ class Sweep:
     @property
     def open_ended(self) -> bool:
         """A random or bayes sweep without run_cap: points keep coming until it is stopped (as W&B runs it)."""
-        return self.method != "grid" and not self.run_cap
+        return not self.search.factorial and not self.run_cap
 
     def points(self) -> list[Point]:
         """Every run of a grid or a capped random sweep, in W&B's order: a grid is the product of the parameters
@@ -151,14 +157,12 @@ class Sweep:
         draws (rows drawn like a categorical parameter), each draw run once per listed seed. A bayes sweep
         chooses its points as runs finish (:mod:`ablate.sweep.bayes`); an open-ended one has no list
         (:meth:`stream`)."""
-        if self.method == "bayes":
-            raise ValueError("a bayes sweep has no fixed plan: its points are chosen as runs finish")
-        if self.method == "grid":
-            points = _grid(self)
-            return points[: self.run_cap] if self.run_cap else points
-        if self.open_ended:
-            raise ValueError("an open-ended random sweep has no fixed plan: its points are drawn as runs start")
-        return list(itertools.islice(self.stream(), self.run_cap))
+        return self.search.points(self)
+
+    def grid(self) -> list[Point]:
+        """Every cell of the sweep's grid, in W&B's order (rows outermost, then the parameters in sorted name order,
+        the seed among them)."""
+        return _grid(self)
 
     def stream(self) -> Iterator[Point]:
         """A random sweep's points, one draw after another without end, each draw once per listed seed."""
@@ -209,18 +213,7 @@ class Sweep:
                        "does with --backend wandb)")
         if controller == "local" and backend == "wandb":
             out.append("controller: {type: local} not used: with --backend wandb, W&B's server chooses the points")
-        if self.method != "grid" and "seed" in self.parameters and not self.sampled_seed:
-            out.append("parameters.seed: values are replicates: every point runs once per seed (W&B would draw one "
-                       "seed per run); write a distribution (int_uniform) to draw a seed per point")
-        if self.method == "bayes" and self.sampled_seed:
-            out.append("parameters.seed: drawn at random for each point, not searched by the Gaussian process")
-        if self.method == "bayes" and self.metric.get("impute_while_running", "false") != "false":
-            out.append("metric.impute_while_running: ablate's search learns from ended runs only (a running run is "
-                       "not scored)")
-        if self.method == "bayes" and backend != "wandb":
-            out.append("method: bayes is searched here by Optuna's Gaussian process, not W&B's engine (--backend wandb "
-                       "uses W&B's); a point scores the mean of its seeds' final values")
-        return out
+        return out + self.search.notes(self, backend)
 
 
 def _row_values(row: dict[str, Any]) -> dict[str, Any]:

@@ -263,7 +263,7 @@ def start_wandb_sweep(sweep: Sweep, *, extra: list[str], dry_run: bool, check: b
     config = to_wandb(sweep, extra)
     if check:  # every run a grid lists; for random and bayes, each row with a random draw of the parameters
         planner = Planner(sweep, extra, check=not dry_run)
-        planner.plan(sweep.points() if sweep.method == "grid" else
+        planner.plan(sweep.points() if sweep.search.factorial else
                      [sweep.point(row, {k: p.ppf(0.5) for k, p in sweep.searched.items()}, seed)
                       for row in (sweep.rows or [{"name": ""}]) for seed in sweep.seeds[:1]])
     if dry_run:
