@@ -39,7 +39,7 @@ from ablate.sweep import warm
 from ablate.sweep.arrays import Fusing, seed_arrays
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.plan import PlannedRun
-from ablate.sweep.progress import progress_bar
+from ablate.sweep.progress import look_line, progress_bar
 from ablate.sweep.queue import RunQueue
 from ablate.train.threads import usable_cores
 
@@ -304,8 +304,6 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
     ended, started, seconds = {r.id for r in settled}, {}, {}
 
     def line() -> str:
-        from ablate.sweep.progress import look_line  # the report's formats: only for a sweep run by looks
-
         return "sweep: " + look_line(queue.look(), ended, seconds, len(slots))
 
     bar = progress_bar(total=None if by_look else queue.total, initial=len(settled),
