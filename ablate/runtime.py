@@ -1,4 +1,4 @@
-"""Process-level speed settings: the memory allocator.
+"""Process-level settings: the memory allocator, and a run process's tie to the sweep that started it.
 
 glibc's malloc maps and unmaps the large per-step buffers of a training loop every step (hundreds of
 thousands of page faults per step). ablate's heavy commands raise glibc's mmap and trim thresholds
@@ -7,6 +7,8 @@ at start-up (``mallopt``), so freed blocks are reused instead of returned to the
 project's CPU, where preloading jemalloc was 0.82x. Child processes (sweep workers, DDP ranks) run
 the same start-up. ``ABLATE_ALLOCATOR=system`` leaves malloc alone; ``ABLATE_ALLOCATOR=jemalloc``
 re-executes the command with the system's jemalloc preloaded (``apt-get install libjemalloc2``).
+
+A run a sweep starts as a fresh interpreter dies with the sweep (:func:`die_with_parent`).
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Sequence
 
 REEXEC_FLAG = "ABLATE_ALLOCATOR_APPLIED"
+DIE_WITH = "ABLATE_DIE_WITH"  # a sweep's pid, set for the fresh run processes it starts
+PR_SET_PDEATHSIG = 1  # prctl option, from linux/prctl.h
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, from glibc's malloc.h
 THRESHOLD = 1 << 30  # keep up to 1 GiB of freed memory; serve blocks below it from the heap
 _SEARCH = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib")
@@ -75,3 +80,22 @@ def allocator_in_use() -> str:
     except OSError:
         pass
     return _state["allocator"]
+
+
+def die_with_parent() -> None:
+    """In a run process a sweep started as a fresh interpreter (``ABLATE_DIE_WITH``: the sweep's pid): SIGTERM to
+    this process when the one that started it dies (PR_SET_PDEATHSIG, Linux), so a run does not outlive its sweep.
+
+    Set here, in the child after exec, not between fork and exec (subprocess's ``preexec_fn``, which Python documents
+    as unsafe in a process with threads, as a sweep's pool is); the signal is kept across exec (the jemalloc
+    re-exec). The variable is removed, so the processes a run starts itself (DDP ranks) are not tied to the sweep.
+    """
+    parent = os.environ.pop(DIE_WITH, None)
+    if parent is None or sys.platform != "linux":
+        return
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        return
+    if os.getppid() != int(parent):  # the sweep died before the prctl: nothing would send the signal now
+        os.kill(os.getpid(), signal.SIGTERM)

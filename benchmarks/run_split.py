@@ -152,7 +152,7 @@ def _run_child(config: str, log: str, out: str, start: float) -> None:
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    from ablate.cli import main
+    from ablate.entry import main
 
     code = main(["train", config])
     stamps.t["main_done"] = time.perf_counter()

@@ -2,6 +2,10 @@
 
 import sys
 
-from ablate.cli import main
+from ablate.runtime import die_with_parent
+
+die_with_parent()  # a run a sweep started fresh: before the seconds of imports, so a sweep gone by then ends it
+
+from ablate.cli import main  # noqa: E402
 
 sys.exit(main())

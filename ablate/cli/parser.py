@@ -11,26 +11,10 @@ import argparse
 import difflib
 from typing import Callable, Sequence
 
+from ablate.entry import Parser, UsageError, add_train_parsers, with_config
 from ablate.evaluate.cli import add_attention_parser, add_evaluate_parser, add_generate_parser
 
-
-class UsageError(Exception):
-    """A command line argparse cannot read: an unknown option, a missing argument, a value of the wrong type."""
-
-
-class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are exceptions (one line each), not a usage text and an exit."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
-
-
-def _with_config(sub: argparse._SubParsersAction, name: str, help: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help=help, description=help)
-    p.add_argument("items", nargs="*", metavar="CONFIG | key=value", help="a YAML config, then dotted overrides")
-    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE first (it registers components); repeatable")
-    return p
+__all__ = ["Parser", "UsageError", "build_parser", "parse"]
 
 
 def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parser]]:
@@ -38,15 +22,8 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
     parser = Parser(prog="ablate", description="Transformer ablation studies: swap one component, train, compare.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", parser_class=Parser)
-    _with_config(sub, "train", "train one run; prints its run directory last")
-    array = sub.add_parser("train-array", help="train runs of one variant that differ in seed alone as one fused "
-                           "model (a seed array); each keeps its own run directory")
-    array.add_argument("configs", nargs="+", metavar="CONFIG", help="each member's config (its output_dir and seed)")
-    array.add_argument("--array-dir", default=None, metavar="DIR",
-                       help="the array's own checkpoint folder (default: arrays/<hash> beside the runs' folder)")
-    array.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                       help="import MODULE first (it registers components); repeatable")
-    describe = _with_config(sub, "describe", "print the resolved config and parameter counts")
+    add_train_parsers(sub)
+    describe = with_config(sub, "describe", "print the resolved config and parameter counts")
     describe.add_argument("--json", action="store_true", help="machine-readable output")
     sweep = sub.add_parser("sweep", help="run a sweep file (W&B sweep format) locally, through W&B agents or on Ray")
     sweep.add_argument("sweep", metavar="SWEEP.yaml")

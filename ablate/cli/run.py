@@ -3,50 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
-import sys
-import traceback
-from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable
 
-from ablate.errors import ConfigError, UnknownKey
+from ablate.entry import DEFAULT_CONFIG, cmd_train_array, load_items, refuse_if_empty, split_items
+from ablate.entry import cmd_train as entry_train
+from ablate.errors import UnknownKey
 
-DEFAULT_CONFIG = Path("configs/default.yaml")
-CHOICES = ("model", "data", "train")  # what an override must choose for an empty config to be meant (not output_dir)
+__all__ = ["cmd_components", "cmd_describe", "cmd_train", "cmd_train_array", "refuse_if_empty", "split_items"]
 
 
-def split_items(items: Sequence[str], config_required: bool) -> tuple[str | None, list[str]]:
-    """Split ``[CONFIG] key=value ...`` into the config path and the overrides.
-
-    Raises:
-        ConfigError: two config files, or none where one is required.
-    """
-    config, overrides = None, []
-    for item in items:
-        if "=" in item:
-            overrides.append(item)
-        elif config is None:
-            config = item
-        else:
-            raise ConfigError(item, item, f"one CONFIG file ({config} is one already) and key=value overrides",
-                              "command line")
-    if config is None and config_required:
-        raise ConfigError("CONFIG", None, "a config file (e.g. configs/transformer_base.yaml)", "command line")
-    return config, overrides
-
-
-def load(args: argparse.Namespace, config_required: bool):
-    from ablate.config import load_config
-
-    config, overrides = split_items(args.items, config_required)
-    if config is None:
-        if not DEFAULT_CONFIG.is_file():
-            raise ConfigError("CONFIG", None, f"a config file ({DEFAULT_CONFIG} is not in this folder)", "command line")
-        config = str(DEFAULT_CONFIG)
+def _with_sweep_hint(config: str, load: Callable[[], Any]) -> Any:
+    """``load()``; a key of a sweep file in ``config`` (e.g. method, rows) is refused with the sweep's command."""
     try:
-        return load_config(config, overrides, imports=args.imports)
+        return load()
     except UnknownKey as err:
         from ablate.sweep.read import ABLATE_KEYS, W_AND_B_KEYS
 
@@ -56,64 +26,15 @@ def load(args: argparse.Namespace, config_required: bool):
         raise
 
 
-def refuse_if_empty(args: argparse.Namespace) -> None:
-    """A config file that sets nothing would train the schema's defaults, the paper's base model (44M parameters) for
-    100,000 steps: a file left empty by mistake, not a choice. The base model is one file away.
-
-    Raises:
-        ConfigError: the file sets nothing and no override chooses the model, data or training.
-    """
-    from ablate.yamlio import load_yaml_file
-
-    config, overrides = split_items(args.items, config_required=False)
-    chosen = [o for o in overrides if o.split(".", 1)[0] in CHOICES]
-    if config is not None and not chosen and not load_yaml_file(Path(config), key="config", source="command line"):
-        raise ConfigError("CONFIG", config, "a config that sets something: this one is empty, which would train the "
-                          "paper's base model (6+6 layers, d_model 512) for 100,000 steps; to mean that, give "
-                          "configs/transformer_base.yaml", "command line")
+def load(args: argparse.Namespace, config_required: bool):
+    config, overrides = split_items(args.items, config_required)
+    return _with_sweep_hint(config or str(DEFAULT_CONFIG), lambda: load_items(config, overrides, args.imports))
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from pytorch_lightning.utilities.rank_zero import rank_zero_only
-
-    from ablate.train.run import RunFailed, train
-    from ablate.train.signals import Interrupted, sigterm_raises
-
-    try:
-        # From here on SIGTERM ends the command with its line and 143, as Ctrl-C does (130); not in the processes DDP
-        # starts, which Lightning stops itself.
-        with sigterm_raises() if rank_zero_only.rank == 0 else contextlib.nullcontext():
-            refuse_if_empty(args)
-            cfg = load(args, config_required=False)
-            run_dir = train(cfg)
-    except Interrupted as stopped:  # SIGINT, SIGTERM: 128 + the signal, as a shell reports a process it ended
-        print(f"ablate: {stopped}", file=sys.stderr)
-        return stopped.exit_code
-    except RunFailed as failed:
-        if os.environ.get("ABLATE_TRACEBACK") and failed.__cause__ is not None:
-            traceback.print_exception(failed.__cause__)
-        print(f"ablate: {failed}", file=sys.stderr)
-        if not failed.removed:
-            print(failed.run_dir)
-        return 1
-    if rank_zero_only.rank == 0:  # under DDP, the processes Lightning starts run this too
-        print(run_dir)
-    return 0
-
-
-def cmd_train_array(args: argparse.Namespace) -> int:
-    from ablate.config import load_config
-    from ablate.train.array import train_array
-    from ablate.train.run import RunFailed
-
-    cfgs = [load_config(path, [], imports=args.imports) for path in args.configs]
-    try:
-        run_dirs = train_array(cfgs, args.array_dir)
-    except RunFailed as failed:
-        print(f"ablate: {failed}", file=sys.stderr)
-        return 1
-    print("\n".join(str(d) for d in run_dirs))
-    return 0
+    """``ablate train`` as :mod:`ablate.entry` runs it (a sweep's warm worker too), a sweep file named as such."""
+    return _with_sweep_hint(split_items(args.items, config_required=False)[0] or str(DEFAULT_CONFIG),
+                            lambda: entry_train(args))
 
 
 def cmd_describe(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ verdict by its kind, ``plots`` (the runs) and ``forest`` (the Δ plot) draw, ``h
 ``write`` writes files and uploads to W&B.
 """
 
-from ablate.report.collect import RunRow
+from ablate.runs.outcome import RunRow
 from ablate.report.table import Curve, Report, Stat, VariantRow, build_report
 from ablate.report.render import format_markdown, format_terminal
 from ablate.report.write import upload_table, write_report

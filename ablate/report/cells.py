@@ -45,16 +45,6 @@ def format_count(n: float | None) -> str:
     return f"{n / 1e3:.1f}k" if abs(n) >= 1e3 else f"{n:.0f}"
 
 
-def format_duration(seconds: float | None) -> str:
-    """42.0 -> ``42s``; 125 -> ``2m 05s``; 3720 -> ``1h 02m``."""
-    if seconds is None:
-        return "—"
-    s = round(seconds)
-    if s < 60:
-        return f"{seconds:.1f}s" if seconds < 10 else f"{s}s"
-    return f"{s // 60}m {s % 60:02d}s" if s < 3600 else f"{s // 3600}h {s % 3600 // 60:02d}m"
-
-
 def format_stat(stat: Stat, spec: str) -> str:
     """``2.750 ± 0.354``; the mean alone for a single run."""
     return f"{stat.mean:{spec}}" if stat.std is None else f"{stat.mean:{spec}} ± {stat.std:{spec}}"

@@ -13,9 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ablate.formats import format_duration
 from ablate.report import bounds
 from ablate.report.badges import BASE  # the base row's verdict and Δ
-from ablate.report.cells import (FORMATS, MAX_ERROR, NUMBER, format_count, format_duration, format_value,
+from ablate.report.cells import (FORMATS, MAX_ERROR, NUMBER, format_count, format_value,
                                  interval_header, label, metric_cell, one_line, pairs_text, seeds_range, short_labels,
                                  verdict_text)
 from ablate.report.table import LEAKS, Report, Stat, VariantRow

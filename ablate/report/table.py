@@ -17,7 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ablate.report.collect import Plan, RunRow, common_step, outcomes, read_plan, read_runs
+from ablate.report.collect import Plan, read_plan, read_runs
+from ablate.runs.outcome import RunRow, common_step, outcomes
 from ablate.runs.status import SETTLED, Status
 from ablate.stats.factorial import (LADDER, SIMPLE, TREND, Contrast, Factorial, factors_of, judge, trend_verdict)
 from ablate.stats import verdict as V

@@ -179,11 +179,3 @@ def _seeds_for_margin(j: Judgement, margin: float, design: Design) -> tuple[int 
     upper = planning.sd_upper(sd, _scalar(j, "df"))
     return (planning.seeds_for_margin(sd, margin, design.row_alpha),
             planning.seeds_for_margin(upper, margin, design.row_alpha))
-
-
-def compare_rows(rows: dict[str, Outcomes], base: Outcomes, design: Design, goal: str,
-                 interim: dict[str, bool] | None = None) -> dict[str, Comparison]:
-    """Every row against the base, each at its share of the family's error (``design.rows`` of them)."""
-    interim = interim or {}
-    return {name: compare(outcomes, base, design, goal, interim=interim.get(name, False))
-            for name, outcomes in rows.items()}

@@ -27,6 +27,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
+from ablate.formats import format_duration
 from ablate.runs.files import read_result
 from ablate.runs.status import Status
 from ablate.sweep.plan import PlannedRun
@@ -52,8 +53,6 @@ def time_left(look: Look, ended: set[str], seconds: dict[str, float], workers: i
 
 def look_line(look: Look, ended: set[str], seconds: dict[str, float], workers: int) -> str:
     """The progress line (see the module's docstring)."""
-    from ablate.report.cells import format_duration  # the report's package: scipy, as a sequential design has
-
     left = time_left(look, ended, seconds, workers)
     if not look.runs - ended:
         when = "this look's runs have ended"

@@ -11,13 +11,13 @@
   (``progress.json``) every few seconds and asks the runs W&B's rule would stop to stop (``STOP``).
 - Each run holds a lock on its directory while it trains (see :mod:`ablate.runs.lock`), so two
   sweep processes on the same sweep never train the same run twice.
-- A child process dies with the sweep process (PR_SET_PDEATHSIG on Linux); its last checkpoint stays.
+- A child process dies with the sweep process (PR_SET_PDEATHSIG on Linux, :func:`ablate.runtime.die_with_parent`);
+  its last checkpoint stays.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -34,11 +34,12 @@ from omegaconf import OmegaConf
 from ablate.runs.files import STOP_FILE, read_history, read_result, write_atomic, write_json
 from ablate.runs.lock import EXIT_LOCKED
 from ablate.runs.status import Status
+from ablate.runtime import DIE_WITH
 from ablate.sweep import warm
 from ablate.sweep.arrays import Fusing, seed_arrays
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.plan import PlannedRun
-from ablate.sweep.progress import progress_bar
+from ablate.sweep.progress import look_line, progress_bar
 from ablate.sweep.queue import RunQueue
 from ablate.train.threads import usable_cores
 
@@ -108,13 +109,6 @@ def _stop_children(signum: int) -> None:
     for pid in list(_CHILDREN):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signum)
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 MAX_PER_GPU = 16  # runs-per-gpu auto never packs more than this many runs on one GPU
@@ -230,8 +224,8 @@ def _ablate(args: list[str], log: Path, env: dict[str, str], cwd: Path | None, f
         return warm.run(args, log, env, cwd, started=_started, ended=_CHILDREN.discard)
     with open(log, "ab") as out:
         child = subprocess.Popen([sys.executable, "-m", "ablate.cli", *args], stdout=out, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, env={**os.environ, **env}, cwd=cwd,
-                                 preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                                 stdin=subprocess.DEVNULL, env={**os.environ, **env, DIE_WITH: str(os.getpid())},
+                                 cwd=cwd)  # in the sweep's process group: Ctrl-C reaches it from the terminal
         _started(child.pid)
         try:
             return child.wait()
@@ -310,8 +304,6 @@ def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: 
     ended, started, seconds = {r.id for r in settled}, {}, {}
 
     def line() -> str:
-        from ablate.sweep.progress import look_line  # the report's formats: only for a sweep run by looks
-
         return "sweep: " + look_line(queue.look(), ended, seconds, len(slots))
 
     bar = progress_bar(total=None if by_look else queue.total, initial=len(settled),

@@ -16,7 +16,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
-from ablate.report.collect import outcomes, read_run
+from ablate.runs.outcome import outcomes, read_run
 from ablate.stats.factorial import judge
 from ablate.stats.design import Design
 from ablate.sweep.plan import Planner, PlannedRun, factor_record, factorial_of

@@ -38,7 +38,7 @@ from pathlib import Path
 # from; tests/sweep/test_warm.py checks that a run's W&B run starts without importing anything, so a wandb release
 # that imports something else on first use is caught there.
 PRELOAD = ["ablate.sweep.warm_signals", "torch", "pytorch_lightning", "wandb", "wandb.sdk.launch.inputs.internal",
-           "requests", "wandb.wandb_run", "ablate.cli", "ablate.train.run", "ablate.evaluate.cli"]
+           "requests", "wandb.wandb_run", "ablate.entry", "ablate.train.run", "ablate.evaluate.cli"]
 # Temporary folders wandb makes when it is imported, removed at exit; a run forked from the server shares them.
 SHARED_TEMPORARY = (("wandb.sdk.data_types._private", "MEDIA_TMP"),
                     ("wandb.sdk.artifacts.artifact", "Artifact._TMP_DIR"))
@@ -147,7 +147,7 @@ def _child(args: list[str], log: str, env: dict[str, str], cwd: str | None) -> N
     if cwd:
         os.chdir(cwd)
     sys.argv = ["ablate", *args]
-    from ablate.cli import main
+    from ablate.entry import main  # what `ablate train`, `train-array` and `evaluate` run: one program, forked or not
 
     code = main(args)
     sys.stdout.flush()

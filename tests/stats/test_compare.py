@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ablate.stats.compare import compare, compare_rows
+from ablate.stats.compare import compare
 from ablate.stats.design import Design
+from ablate.stats.factorial import SIMPLE, Contrast, judge
 
 BASE = {0: 2.00, 1: 2.10, 2: 1.95, 3: 2.05, 4: 2.02}
 
@@ -61,9 +62,15 @@ def test_seeds_better_counts_pairs_and_needs_two_runs():
 
 
 def test_a_nan_in_one_row_changes_no_other_row():
+    """Each row judged against the base as the report and a sequential design judge it (one simple contrast each)."""
     other = {0: 2.3, 1: 2.35, 2: 2.28, 3: 2.4, 4: 2.31}
-    alone = compare_rows({"other": other, "broken": {0: 2.0, 1: 2.1}}, BASE, Design(rows=2), "minimize")
-    broken = compare_rows({"other": other, "broken": {0: math.nan, 1: 2.1}}, BASE, Design(rows=2), "minimize")
+
+    def rows(broken: dict[int, float]) -> dict[str, object]:
+        ended = {"base": BASE, "other": other, "broken": broken}
+        return {v: judge(Contrast(SIMPLE, f"{v} vs base", ((v, 1.0),), (("base", 1.0),), "base", row=v), ended,
+                         Design(rows=2), "minimize") for v in ("other", "broken")}
+
+    alone, broken = rows({0: 2.0, 1: 2.1}), rows({0: math.nan, 1: 2.1})
     assert alone["other"] == broken["other"] and broken["broken"].failed == (1, 2, 0, 5)  # unpaired: every base run
 
 
