@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ablate.config.schema import Arch
-from ablate.errors import ConfigError
+from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.evaluate.load import load_run_model, run_task
 from ablate.model.inspect import too_long
 from ablate.runs.files import read_result, write_json
@@ -83,7 +83,7 @@ def evaluate_lengths(run_dir: str | Path, *, factors: Sequence[int] = FACTORS, c
     usable = (len(stream) - 1) // longest * longest  # the same tokens at every length
     if usable == 0:
         raise ConfigError("--lengths", max(factors), f"a multiple whose block ({longest} tokens) fits in the "
-                          f"validation split ({len(stream)} tokens)", "command line")
+                          f"validation split ({len(stream)} tokens)", COMMAND_LINE)
     stream = stream[: usable + 1]
     entries: dict[str, Any] = {}
     unsupported: dict[str, str] = {}

@@ -16,7 +16,7 @@ from torch import nn
 from ablate.config import load_config
 from ablate.config.schema import Arch
 from ablate.data import build_task
-from ablate.errors import ConfigError
+from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.evaluate.average import average_checkpoints, last_checkpoints, load_state_dict
 from ablate.model import build_model
 
@@ -31,7 +31,7 @@ def run_arch(run_dir: str | Path) -> str:
     """
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
-        raise ConfigError("RUN_DIR", str(run_dir), "a run directory holding config.yaml", "command line")
+        raise ConfigError("RUN_DIR", str(run_dir), "a run directory holding config.yaml", COMMAND_LINE)
     from ablate.runs.files import read_run_config
 
     model = read_run_config(run_dir).get("model")
@@ -53,7 +53,7 @@ def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: st
     run_dir = Path(run_dir)
     target = pick_device(device)  # a bad device is named before anything loads
     if not (run_dir / "config.yaml").is_file():
-        raise ConfigError("RUN_DIR", str(run_dir), "a run directory holding config.yaml", "command line")
+        raise ConfigError("RUN_DIR", str(run_dir), "a run directory holding config.yaml", COMMAND_LINE)
     cfg = load_config(run_dir / "config.yaml")
     if average_last:
         paths = last_checkpoints(run_dir, average_last)
@@ -85,7 +85,7 @@ def pick_checkpoint(run_dir: Path, checkpoint: str | None) -> Path:
     path = folder / f"{checkpoint or 'best'}.ckpt"
     if not path.is_file():
         raise ConfigError("--checkpoint", checkpoint or "best", f"a checkpoint in {folder} (best, last)",
-                          "command line")
+                          COMMAND_LINE)
     return path
 
 
@@ -105,7 +105,7 @@ def pick_device(device: str | None) -> torch.device:
     if picked is None or picked.type not in ("cpu", "cuda") or (picked.type == "cuda" and (
             not available or (picked.index or 0) >= available)):
         have = f"cuda:0 .. cuda:{available - 1}" if available else "no CUDA device"
-        raise ConfigError("--device", device, f"cpu, cuda or cuda:N (this machine: {have})", "command line")
+        raise ConfigError("--device", device, f"cpu, cuda or cuda:N (this machine: {have})", COMMAND_LINE)
     return picked
 
 
@@ -123,7 +123,7 @@ def _with_tokenizer(data: pl.LightningDataModule, cfg: DictConfig, run_dir: str 
     if not hasattr(data, "tokenizer"):
         raise ConfigError("RUN_DIR", str(run_dir or cfg.output_dir or f"runs/{cfg.name}"),
                           f"a run on a text task (parallel_text, text_lm): task {cfg.data.task!r} has no tokenizer, "
-                          "so there is no text to score", "command line")
+                          "so there is no text to score", COMMAND_LINE)
     if not data.tokenizer.from_cache:
         warnings.warn(f"the tokenizer was trained again (none cached under data.cache_dir={cfg.data.cache_dir}); "
                       "if it differs from the run's, the output is wrong", stacklevel=4)
@@ -159,12 +159,12 @@ def encode(text_of: Any, text: str, option: str, model: nn.Module | None = None,
     try:
         ids = text_of.encode(" ".join(text.split()))
     except ValueError as exc:  # a synthetic task's symbols: the message says what they read
-        raise ConfigError(option, text, str(exc), "command line") from None
+        raise ConfigError(option, text, str(exc), COMMAND_LINE) from None
     if not ids:
-        raise ConfigError(option, text, "text with at least one token", "command line")
+        raise ConfigError(option, text, "text with at least one token", COMMAND_LINE)
     if model is not None and (why := too_long(model, len(ids) + added)) is not None:
         raise ConfigError(option, text, f"text the run's model can encode: this is {len(ids)} tokens"
-                          f"{f' and {added} more' if added else ''}, and {why}", "command line")
+                          f"{f' and {added} more' if added else ''}, and {why}", COMMAND_LINE)
     return ids
 
 

@@ -25,7 +25,7 @@ from typing import Any, Iterable
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ablate.errors import ConfigError
+from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.runs.files import PROGRESS_FILE, STOP_FILE, being_written, write_json
 
 MARKER = ".ablate"
@@ -110,7 +110,7 @@ def _refuse(key: str, path: Path, why: str, source: str | None) -> ConfigError:
 
 
 def check_folder(path: Path, kind: str, identity: dict[str, Any] | None, *, key: str,
-                 source: str | None = "command line") -> None:
+                 source: str | None = COMMAND_LINE) -> None:
     """Refuse ``path`` as a ``kind`` folder of ``identity`` before anything is written there (nothing is created).
 
     Args:
@@ -155,7 +155,7 @@ def check_folder(path: Path, kind: str, identity: dict[str, Any] | None, *, key:
 
 
 def claim(path: Path, kind: str, identity: dict[str, Any] | None, *, key: str,
-          source: str | None = "command line") -> Path:
+          source: str | None = COMMAND_LINE) -> Path:
     """Check ``path`` (:func:`check_folder`), create it and its marker; returns ``path``.
 
     Raises:
@@ -183,7 +183,7 @@ def mark(path: Path, kind: str, identity: dict[str, Any] | None) -> None:
         write_json(marker, {"kind": kind, "identity": identity})
 
 
-def check_figure(path: Path, *, key: str, source: str | None = "command line") -> None:
+def check_figure(path: Path, *, key: str, source: str | None = COMMAND_LINE) -> None:
     """Refuse ``path`` as a figure ablate draws: it must end in .png, be new or a PNG already, and not lie in the
     root or inside a run's subfolders (a run's own folder is where its figures go by default).
 

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from omegaconf import OmegaConf
 
-from ablate.errors import ConfigError
+from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.runs.files import read_json, read_result
 from ablate.runs.owner import check_folder, claim, sweep_identity
 from ablate.runs.status import SETTLED
@@ -102,7 +102,7 @@ def check_writable(sweep_dir: Path, runs: list[PlannedRun], retry_failed: bool) 
                 probe(folder)
             except OSError as exc:
                 raise ConfigError("folder", str(folder), f"a folder this launch can write to ({exc.strerror}): "
-                                  "relaunch where the sweep's folder is writable", "command line") from None
+                                  "relaunch where the sweep's folder is writable", COMMAND_LINE) from None
 
 
 def check_array_checkpoints(sweep_dir: Path) -> None:

@@ -23,7 +23,7 @@ from ablate.config import load_config
 from ablate.config.load import INTERNAL
 from ablate.config.reads import effective
 from ablate.config.schema import Logger
-from ablate.errors import ConfigError
+from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.model import count_parameters
 from ablate.model.diff import module_changes
 from ablate.model.flops import count_flops
@@ -74,7 +74,7 @@ def run_config(sweep: Sweep, overrides: list[str], run_dir: Path | None, extra: 
     tail = [f"wandb.group={_yaml_value(sweep.name)}", *labels] + ([f"output_dir={run_dir}"] if run_dir else [])
     tail += [f"wandb.{k}={_yaml_value(v)}" for k, v in (("project", sweep.project), ("entity", sweep.entity)) if v]
     source = str(sweep.path)
-    layers = [(source, sweep.base_overrides), ("command line", extra), (source, overrides), (INTERNAL, tail)]
+    layers = [(source, sweep.base_overrides), (COMMAND_LINE, extra), (source, overrides), (INTERNAL, tail)]
     try:
         cfg = load_config(sweep.base_config, layers=layers, source=source)
     except ConfigError as err:

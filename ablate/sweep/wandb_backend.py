@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from ablate.errors import ConfigError, check_name
+from ablate.errors import COMMAND_LINE, ConfigError, check_name
 from ablate.runs.owner import check_folder, claim, sweep_identity
 from ablate.runs.status import Status
 from ablate.stats.factorial import LADDER, ROW
@@ -244,7 +244,7 @@ def _server(what: str, value: str) -> Iterator[None]:
         yield
     except wandb.errors.Error as exc:
         raise ConfigError(what, value, f"a W&B server that accepts it (it said: {' '.join(str(exc).split())[:300]})",
-                          "command line") from None
+                          COMMAND_LINE) from None
 
 
 def _require_key(what: str, value: str) -> None:
@@ -252,7 +252,7 @@ def _require_key(what: str, value: str) -> None:
 
     if resolve_mode("auto") != "online" or not has_api_key():
         raise ConfigError(what, value, "a configured W&B API key (`wandb login`, or WANDB_API_KEY): W&B's sweep "
-                          "controller lives on its server", "command line")
+                          "controller lives on its server", COMMAND_LINE)
 
 
 def start_wandb_sweep(sweep: Sweep, *, extra: list[str], dry_run: bool, check: bool = True) -> int:
@@ -290,7 +290,7 @@ def run_agent(sweep_id: str, count: int | None = None) -> int:
     (or ``count``)."""
     if sweep_id.count("/") != 2 or not all(sweep_id.split("/")):
         raise ConfigError("SWEEP_ID", sweep_id, "entity/project/id, as `ablate sweep --backend wandb` prints it",
-                          "command line")
+                          COMMAND_LINE)
     _require_key("SWEEP_ID", sweep_id)
     import wandb
 

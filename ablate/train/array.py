@@ -26,7 +26,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablate.data import build_task
 from ablate.data.members import MemberData
-from ablate.errors import ConfigError
+from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.runs.files import being_written, config_hash, read_result, variant_hash, write_atomic, write_json
 from ablate.runs.lock import run_lock
 from ablate.runs.status import SETTLED, Status
@@ -57,13 +57,13 @@ def check_members(cfgs: list[DictConfig]) -> None:
     output_dir."""
     if len({variant_hash(c) for c in cfgs}) > 1:
         raise ConfigError("CONFIG", ", ".join(str(c.output_dir) for c in cfgs),
-                          "configs of one variant that differ in their seed alone (a seed array)", "command line")
+                          "configs of one variant that differ in their seed alone (a seed array)", COMMAND_LINE)
     for key, values in (("seed", [c.seed for c in cfgs]), ("output_dir", [c.output_dir for c in cfgs])):
         if None in values or len(set(values)) < len(values):
-            raise ConfigError(key, values, f"a distinct {key} for every member of the array", "command line")
+            raise ConfigError(key, values, f"a distinct {key} for every member of the array", COMMAND_LINE)
     if (why := why_not_fused(cfgs[0])) is not None:
         raise ConfigError("CONFIG", str(cfgs[0].output_dir), f"a config whose runs fuse (this one does not: {why}); "
-                          "train its seeds with ablate train, one run each", "command line")
+                          "train its seeds with ablate train, one run each", COMMAND_LINE)
 
 
 def train_array(cfgs: list[DictConfig], array_dir: Path | None = None) -> list[Path]:
@@ -86,7 +86,7 @@ def train_array(cfgs: list[DictConfig], array_dir: Path | None = None) -> list[P
         # trained again in another array it would be another run (its dropout masks); resumed in its own array, the
         # checkpoint knows it ended, and it stays as it ended
         raise ConfigError("output_dir", str(finished[0]), "a run directory not yet trained to its end: this one is, "
-                          "and an array trains its members together; leave it out", "command line")
+                          "and an array trains its members together; leave it out", COMMAND_LINE)
     run_dirs = [make_run_dir(c)[0] for c in cfgs]  # a failed array keeps its members, each marked failed
     with ExitStack() as locks:
         for run_dir in run_dirs:
