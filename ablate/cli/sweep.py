@@ -10,6 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ablate.errors import COMMAND_LINE, ConfigError
+from ablate.runs.files import config_path
+from ablate.runs.plan import plan_path
 
 
 def default_workers() -> int:
@@ -37,14 +39,14 @@ def sweep_dir_of(target: str) -> Path:
         raise ConfigError("SWEEP", target, "a sweep's directory (holding plan.json) or its sweep file: nothing is "
                           "there", COMMAND_LINE)
     if path.is_dir():
-        if not (path / "plan.json").is_file():
-            run = "; it is a run's folder, whose numbers are in result.json" if (path / "config.yaml").is_file() else ""
+        if not plan_path(path).is_file():
+            run = "; it is a run's folder, whose numbers are in result.json" if config_path(path).is_file() else ""
             raise ConfigError("SWEEP", target, "a sweep's directory, holding plan.json, or its sweep file (this "
                               f"folder has no plan.json{run})", COMMAND_LINE)
         return path
     folder = default_sweep_dir(load_sweep(path))
-    if not (folder / "plan.json").is_file():
-        raise ConfigError("SWEEP", target, f"a sweep that has been launched: {folder / 'plan.json'} does not exist "
+    if not plan_path(folder).is_file():
+        raise ConfigError("SWEEP", target, f"a sweep that has been launched: {plan_path(folder)} does not exist "
                           f"yet (ablate sweep {target} first, or give the sweep's directory)", COMMAND_LINE)
     return folder
 

@@ -19,6 +19,8 @@ from ablate.data import build_task
 from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.evaluate.average import average_checkpoints, last_checkpoints, load_state_dict
 from ablate.model import build_model
+from ablate.runs.files import (best_checkpoint, checkpoint_path, checkpoints_dir, config_path, last_checkpoint,
+                               read_run_config)
 
 MODEL_PREFIX = "model."  # TransformerSystem keeps the plain model as ``self.model``
 
@@ -29,11 +31,9 @@ def run_arch(run_dir: str | Path) -> str:
     Raises:
         ConfigError: not a run directory.
     """
-    path = Path(run_dir) / "config.yaml"
+    path = config_path(run_dir)
     if not path.is_file():
         raise ConfigError("RUN_DIR", str(run_dir), "a run directory holding config.yaml", COMMAND_LINE)
-    from ablate.runs.files import read_run_config
-
     model = read_run_config(run_dir).get("model")
     return str(model.get("arch", "encoder_decoder")) if hasattr(model, "get") else "encoder_decoder"
 
@@ -52,9 +52,9 @@ def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: st
     """
     run_dir = Path(run_dir)
     target = pick_device(device)  # a bad device is named before anything loads
-    if not (run_dir / "config.yaml").is_file():
+    if not config_path(run_dir).is_file():
         raise ConfigError("RUN_DIR", str(run_dir), "a run directory holding config.yaml", COMMAND_LINE)
-    cfg = load_config(run_dir / "config.yaml")
+    cfg = load_config(config_path(run_dir))
     if average_last:
         paths = last_checkpoints(run_dir, average_last)
         state = average_checkpoints(paths)
@@ -66,7 +66,7 @@ def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: st
         model.load_state_dict({k[len(MODEL_PREFIX):]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)})
     except RuntimeError as exc:  # torch lists every mismatch on lines of its own: the first one says enough
         first = next((line.strip() for line in str(exc).splitlines()[1:] if line.strip()), str(exc).strip())
-        raise ConfigError("checkpoint", str(paths[0]), f"weights that fit {run_dir / 'config.yaml'} (they do not: "
+        raise ConfigError("checkpoint", str(paths[0]), f"weights that fit {config_path(run_dir)} (they do not: "
                           f"{first})") from None
     return cfg, model.float().eval().to(target), paths
 
@@ -78,11 +78,11 @@ def pick_checkpoint(run_dir: Path, checkpoint: str | None) -> Path:
     Raises:
         ConfigError: the checkpoint asked for, or both, missing.
     """
-    folder = run_dir / "checkpoints"
-    if checkpoint is None and not (folder / "best.ckpt").is_file() and (folder / "last.ckpt").is_file():
+    folder = checkpoints_dir(run_dir)
+    if checkpoint is None and not best_checkpoint(run_dir).is_file() and last_checkpoint(run_dir).is_file():
         print(f"ablate: note: {folder} has no best.ckpt (the run never validated): using last.ckpt", file=sys.stderr)
         checkpoint = "last"
-    path = folder / f"{checkpoint or 'best'}.ckpt"
+    path = checkpoint_path(run_dir, checkpoint or "best")
     if not path.is_file():
         raise ConfigError("--checkpoint", checkpoint or "best", f"a checkpoint in {folder} (best, last)",
                           COMMAND_LINE)

@@ -26,13 +26,15 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ablate.errors import COMMAND_LINE, ConfigError
-from ablate.runs.files import PROGRESS_FILE, STOP_FILE, being_written, write_json
+from ablate.runs.files import (CHECKPOINTS_DIR, CONFIG_FILE, PROGRESS_FILE, RESULT_FILE, STOP_FILE, being_written,
+                               write_json)
+from ablate.runs.plan import PLAN_FILE, plan_path
 
 MARKER = ".ablate"
 KINDS = ("run", "sweep", "report")
 FILES = {  # what each kind of folder holds, for folders written before the marker (any one of them tells the kind)
-    "run": ("config.yaml", "result.json", "checkpoints", PROGRESS_FILE, STOP_FILE),
-    "sweep": ("plan.json",),
+    "run": (CONFIG_FILE, RESULT_FILE, CHECKPOINTS_DIR, PROGRESS_FILE, STOP_FILE),
+    "sweep": (PLAN_FILE,),
     "report": ("report.html", "table.csv"),
 }
 FIGURE_SUFFIX = ".png"
@@ -95,7 +97,7 @@ _COMPARABLE = {"sweep": lambda identity: {**identity, **sweep_identity(identity.
 def _legacy_identity(folder: Path) -> dict[str, Any] | None:
     """A sweep folder written before the marker: its name, as its plan.json holds it (None when it cannot say)."""
     try:
-        name = json.loads((folder / "plan.json").read_text()).get("name")
+        name = json.loads(plan_path(folder).read_text()).get("name")
     except (OSError, UnicodeError, ValueError, AttributeError):
         return None
     return {"name": name} if isinstance(name, str) else None

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import COMMAND_LINE, ConfigError
+from ablate.runs.files import log_path
 from ablate.runs.lock import EXIT_LOCKED
 from ablate.sweep.plan import PlannedRun
 
@@ -53,7 +54,7 @@ def _train_on_node(run: dict[str, Any], sweep_dir: str, config_text: str, evalua
                    "every node sees, at the same path")
     run_dir = Path(sweep_dir) / run["run_dir"]
     run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / "train.log", "a") as log:  # which node each attempt ran on
+    with open(log_path(run_dir), "a") as log:  # which node each attempt ran on
         print(f"[ablate] ray: node {ray.get_runtime_context().get_node_id()} on {socket.gethostname()}", file=log)
     deadline = time.monotonic() + LOCK_WAIT
     while True:

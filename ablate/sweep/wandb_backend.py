@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ablate.errors import COMMAND_LINE, ConfigError, check_name
+from ablate.runs.files import config_path
 from ablate.runs.owner import check_folder, claim, sweep_identity
+from ablate.runs.plan import plan_path
 from ablate.runs.status import Status
 from ablate.stats.factorial import LADDER, ROW
 from ablate.sweep.read import load_sweep
@@ -100,7 +102,7 @@ def add_to_plan(sweep: Sweep, sweep_dir: Path, runs: list) -> None:
     """Add runs to ``plan.json`` (created if need be), under a lock: agents on one machine share the file."""
     from ablate.sweep.plan import read_planned, write_plan
 
-    with _locked(sweep_dir / "plan.json"):
+    with _locked(plan_path(sweep_dir)):
         known = read_planned(sweep_dir)
         ids = {r.id for r in known}
         write_plan(sweep, sweep_dir, known + [r for r in runs if r.id not in ids])
@@ -149,7 +151,7 @@ def agent_trial(params: dict[str, Any]) -> list[Path]:
     for i, run in enumerate(runs):
         run_dir = sweep_dir / run.run_dir
         cfg = run_config(sweep, run.overrides, run_dir, extra, [*run.labels, "logger=wandb"])
-        write_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg))
+        write_atomic(config_path(run_dir), OmegaConf.to_yaml(cfg))
         try:
             with _not_the_agents_run() if i else _unchanged():
                 train(cfg)
