@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ablate.errors import ConfigError
+from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.evaluate.cli import add_evaluate_parser
 from ablate.runs.lock import EXIT_LOCKED, RunLocked
 from ablate.train.signals import Interrupted
@@ -71,9 +71,9 @@ def split_items(items: Sequence[str], config_required: bool) -> tuple[str | None
             config = item
         else:
             raise ConfigError(item, item, f"one CONFIG file ({config} is one already) and key=value overrides",
-                              "command line")
+                              COMMAND_LINE)
     if config is None and config_required:
-        raise ConfigError("CONFIG", None, "a config file (e.g. configs/transformer_base.yaml)", "command line")
+        raise ConfigError("CONFIG", None, "a config file (e.g. configs/transformer_base.yaml)", COMMAND_LINE)
     return config, overrides
 
 
@@ -83,7 +83,7 @@ def load_items(config: str | None, overrides: list[str], imports: list[str]):
 
     if config is None:
         if not DEFAULT_CONFIG.is_file():
-            raise ConfigError("CONFIG", None, f"a config file ({DEFAULT_CONFIG} is not in this folder)", "command line")
+            raise ConfigError("CONFIG", None, f"a config file ({DEFAULT_CONFIG} is not in this folder)", COMMAND_LINE)
         config = str(DEFAULT_CONFIG)
     return load_config(config, overrides, imports=imports)
 
@@ -99,10 +99,10 @@ def refuse_if_empty(args: argparse.Namespace) -> None:
 
     config, overrides = split_items(args.items, config_required=False)
     chosen = [o for o in overrides if o.split(".", 1)[0] in CHOICES]
-    if config is not None and not chosen and not load_yaml_file(Path(config), key="config", source="command line"):
+    if config is not None and not chosen and not load_yaml_file(Path(config), key="config", source=COMMAND_LINE):
         raise ConfigError("CONFIG", config, "a config that sets something: this one is empty, which would train the "
                           "paper's base model (6+6 layers, d_model 512) for 100,000 steps; to mean that, give "
-                          "configs/transformer_base.yaml", "command line")
+                          "configs/transformer_base.yaml", COMMAND_LINE)
 
 
 def cmd_train(args: argparse.Namespace) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+COMMAND_LINE = "command line"  # the source of a value given on the command line (an option, an override, a path)
+
 
 class ConfigError(ValueError):
     """A config value that cannot be used.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,11 @@ def _group(item) -> str:
     """The xdist group an item is scheduled with: its ``xdist_group`` mark, else itself."""
     mark = item.get_closest_marker("xdist_group")
     return str(mark.args[0]) if mark and mark.args else item.nodeid
+
+
+def result_of(run_dir: Path) -> dict:
+    """A run's result.json as it lies on disk (read here, not through ablate.runs.files: the tests check the format)."""
+    return json.loads((Path(run_dir) / "result.json").read_text())
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from ablate.sweep.memory import training_bytes
 from ablate.train.optimizer import adam
 from ablate.train.run import train
 from ablate.train.system import TransformerSystem
-from tests.conftest import REPO, TINY
+from tests.conftest import REPO, TINY, result_of
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -32,10 +32,6 @@ IDS = dict(bos_id=1, eos_id=2, pad_id=0)
 
 def _cfg(*overrides: str):
     return ablate.load_config(None, TINY + ON_GPU + ["train.max_steps=6", "train.val_every=3", *overrides])
-
-
-def _result(run_dir) -> dict:
-    return json.loads((run_dir / "result.json").read_text())
 
 
 def _system(cfg) -> TransformerSystem:
@@ -52,7 +48,7 @@ def _batch(cfg, batch_size: int = 8, seed: int = 0) -> dict[str, torch.Tensor]:
 
 def test_bf16_mixed_trains_on_the_gpu_with_fp32_weights(in_tmp):
     run_dir = train(_cfg("trainer.precision=bf16-mixed", "output_dir=run"))
-    result = _result(run_dir)
+    result = result_of(run_dir)
     assert result["status"] == "finished" and result["precision"] == "bf16-mixed"
     assert result["device"].startswith("cuda:0 (") and math.isfinite(result["final"]["val/loss"])
     state = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["state_dict"]
@@ -60,7 +56,7 @@ def test_bf16_mixed_trains_on_the_gpu_with_fp32_weights(in_tmp):
 
 
 def test_auto_precision_is_bf16_mixed_on_a_gpu_that_has_it(in_tmp):
-    result = _result(train(_cfg("trainer.precision=auto", "output_dir=run")))
+    result = result_of(train(_cfg("trainer.precision=auto", "output_dir=run")))
     native = torch.cuda.is_bf16_supported(including_emulation=False)
     assert result["precision"] == ("bf16-mixed" if native else "32-true")
 
@@ -118,7 +114,7 @@ def test_adam_is_fused_on_cuda_and_takes_the_same_steps_as_unfused():
 @pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
 def test_gradient_clipping_trains_with_either_precision(in_tmp, precision):
     """Lightning refuses to clip a fused optimizer's gradients under mixed precision: ablate then unfuses it."""
-    result = _result(train(_cfg(f"trainer.precision={precision}", "train.grad_clip=0.5", "output_dir=run")))
+    result = result_of(train(_cfg(f"trainer.precision={precision}", "train.grad_clip=0.5", "output_dir=run")))
     assert result["status"] == "finished" and math.isfinite(result["final"]["val/loss"])
 
 

@@ -9,7 +9,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from ablate.errors import ConfigError
+from ablate.errors import COMMAND_LINE, ConfigError
+from ablate.runs.files import config_path
+from ablate.runs.plan import plan_path
 
 
 def default_workers() -> int:
@@ -35,17 +37,17 @@ def sweep_dir_of(target: str) -> Path:
     path = Path(target)
     if not path.exists():
         raise ConfigError("SWEEP", target, "a sweep's directory (holding plan.json) or its sweep file: nothing is "
-                          "there", "command line")
+                          "there", COMMAND_LINE)
     if path.is_dir():
-        if not (path / "plan.json").is_file():
-            run = "; it is a run's folder, whose numbers are in result.json" if (path / "config.yaml").is_file() else ""
+        if not plan_path(path).is_file():
+            run = "; it is a run's folder, whose numbers are in result.json" if config_path(path).is_file() else ""
             raise ConfigError("SWEEP", target, "a sweep's directory, holding plan.json, or its sweep file (this "
-                              f"folder has no plan.json{run})", "command line")
+                              f"folder has no plan.json{run})", COMMAND_LINE)
         return path
     folder = default_sweep_dir(load_sweep(path))
-    if not (folder / "plan.json").is_file():
-        raise ConfigError("SWEEP", target, f"a sweep that has been launched: {folder / 'plan.json'} does not exist "
-                          f"yet (ablate sweep {target} first, or give the sweep's directory)", "command line")
+    if not plan_path(folder).is_file():
+        raise ConfigError("SWEEP", target, f"a sweep that has been launched: {plan_path(folder)} does not exist "
+                          f"yet (ablate sweep {target} first, or give the sweep's directory)", COMMAND_LINE)
     return folder
 
 
@@ -54,28 +56,28 @@ MAX_WORKERS = 1024  # processes one machine runs side by side, at most (each hol
 
 def _check(args: argparse.Namespace) -> None:
     if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
-        raise ConfigError("--workers", args.workers, f"a positive integer up to {MAX_WORKERS}", "command line")
+        raise ConfigError("--workers", args.workers, f"a positive integer up to {MAX_WORKERS}", COMMAND_LINE)
     if args.runs_per_gpu != "auto" and not (args.runs_per_gpu.isdigit() and 1 <= int(args.runs_per_gpu) <= MAX_WORKERS):
         raise ConfigError("--runs-per-gpu", args.runs_per_gpu, f"a positive integer up to {MAX_WORKERS}, or auto",
-                          "command line")
+                          COMMAND_LINE)
     for option in ("gpus_per_run", "cpus_per_run"):
         value = getattr(args, option)
         if value is not None and (args.backend != "ray" or value <= 0):
             allowed = "a positive number" if args.backend == "ray" else "nothing: it is for --backend ray"
-            raise ConfigError(f"--{option.replace('_', '-')}", value, allowed, "command line")
+            raise ConfigError(f"--{option.replace('_', '-')}", value, allowed, COMMAND_LINE)
     fuse = str(args.fuse)
     if not (fuse in ("auto", "on", "off") or (fuse.isdigit() and 1 <= int(fuse) <= MAX_WORKERS)):
         raise ConfigError("--fuse", args.fuse, f"auto, on, off, or a number of seeds an array from 1 to {MAX_WORKERS}",
-                          "command line")
+                          COMMAND_LINE)
     if args.max_runs is not None and args.max_runs < 1:
-        raise ConfigError("--max-runs", args.max_runs, "a positive integer", "command line")
+        raise ConfigError("--max-runs", args.max_runs, "a positive integer", COMMAND_LINE)
     if args.json and not args.dry_run:
-        raise ConfigError("--json", True, "nothing without --dry-run: it prints the plan as JSON", "command line")
+        raise ConfigError("--json", True, "nothing without --dry-run: it prints the plan as JSON", COMMAND_LINE)
     if args.address is not None and args.backend != "ray":
-        raise ConfigError("--address", args.address, "nothing: it is for --backend ray", "command line")
+        raise ConfigError("--address", args.address, "nothing: it is for --backend ray", COMMAND_LINE)
     bad = [o for o in args.overrides if "=" not in o or o.startswith("=")]
     if bad:
-        raise ConfigError(bad[0], bad[0], "an override of the form key=value", "command line")
+        raise ConfigError(bad[0], bad[0], "an override of the form key=value", COMMAND_LINE)
 
 
 # (option, attribute, its default): what a relaunch repeats of the command line
@@ -109,12 +111,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         from ablate.sweep.decide import check_max_seeds
         from ablate.sweep.read import check_sequential
 
-        sweep.decide = replace(sweep.decide, max_seeds=check_max_seeds(args.max_seeds, "--max-seeds", "command line"))
+        sweep.decide = replace(sweep.decide, max_seeds=check_max_seeds(args.max_seeds, "--max-seeds", COMMAND_LINE))
         check_sequential(sweep, "--max-seeds")
     if args.max_runs is not None:
         if sweep.decide.max_seeds:
             raise ConfigError("--max-runs", args.max_runs, "nothing with a sequential design (decide.max_seeds "
-                              "sets how many runs a row gets)", "command line")
+                              "sets how many runs a row gets)", COMMAND_LINE)
         sweep.run_cap = min(sweep.run_cap or args.max_runs, args.max_runs)
     for note in sweep.notes(args.backend):
         print(f"ablate: warning: {sweep.path}: {note}", file=sys.stderr)
@@ -210,7 +212,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     for target in args.targets:
         path = sweep_dir_of(target) if target.endswith((".yaml", ".yml")) else Path(target)
         if not path.exists():
-            raise ConfigError("DIR", target, "a sweep file, a sweep directory or a run directory", "command line")
+            raise ConfigError("DIR", target, "a sweep file, a sweep directory or a run directory", COMMAND_LINE)
         paths.append(path)
     return sync(paths)
 
@@ -219,5 +221,5 @@ def cmd_agent(args: argparse.Namespace) -> int:
     from ablate.sweep.wandb_backend import run_agent
 
     if args.count is not None and args.count < 1:
-        raise ConfigError("--count", args.count, "a positive integer", "command line")
+        raise ConfigError("--count", args.count, "a positive integer", COMMAND_LINE)
     return run_agent(args.sweep_id, count=args.count)

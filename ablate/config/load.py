@@ -27,12 +27,11 @@ import ablate.data  # noqa: F401  (registers the built-in tasks)
 from ablate.config.reads import check_reads, flatten, keys_and_parents
 from ablate.config.schema import run_schema
 from ablate.config.validate import validate
-from ablate.errors import ConfigError, UnknownKey
+from ablate.errors import COMMAND_LINE, ConfigError, UnknownKey
 from ablate import registry
 from ablate.registry import import_modules
 from ablate.yamlio import load_yaml_file, yaml11_number
 
-COMMAND_LINE = "command line"
 DOTTED = re.compile(r"[A-Za-z_][\w-]*(\.[\w-]+)*")  # model.d_model, train.betas.0, wandb.tags
 INTERNAL = "ablate"  # a layer of ablate's own bookkeeping (a sweep run's directory and W&B labels): not read-checked
 
@@ -43,7 +42,7 @@ def load_config(
     *,
     imports: Iterable[str] = (),
     layers: Iterable[tuple[str, Iterable[str]]] = (),
-    source: str = "command line",
+    source: str = COMMAND_LINE,
 ) -> DictConfig:
     """Compose a run config from a YAML file and dotted overrides, and validate it.
 
@@ -185,7 +184,7 @@ def _list(value: Any) -> list[Any]:
     return [] if value is None else (list(value) if isinstance(value, (list, tuple)) else [value])
 
 
-def _chain(path: Path, seen: tuple[Path, ...], source: str = "command line") -> list[tuple[Path, dict[str, Any]]]:
+def _chain(path: Path, seen: tuple[Path, ...], source: str = COMMAND_LINE) -> list[tuple[Path, dict[str, Any]]]:
     """The files to merge for ``path``: its ``defaults`` (recursively), then itself."""
     where = seen[-1] if seen else source
     try:

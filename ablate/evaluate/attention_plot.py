@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from ablate.config.schema import Arch
 from ablate.decode import translate
-from ablate.errors import ConfigError
+from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.evaluate.generate import lm_prompt_ids
 from ablate.evaluate.load import encode, inspect_task, load_run_model
 from ablate.model import attention_weights
@@ -68,11 +68,11 @@ def collect(run_dir: str | Path, text: str, *, target: str | None = None, checkp
         sides = {"encoder": _pieces(tok, src), "decoder": _pieces(tok, tgt_in)}
     else:
         if not text.strip():
-            raise ConfigError("--text", text, "text with at least one token", "command line")
+            raise ConfigError("--text", text, "text with at least one token", COMMAND_LINE)
         try:
             ids = lm_prompt_ids(text, tok)[1:][-d.max_len:]  # the text's own tokens, no leading EOS
         except ValueError as exc:  # a synthetic task's symbols: the message says what they read
-            raise ConfigError("--text", text, str(exc), "command line") from None
+            raise ConfigError("--text", text, str(exc), COMMAND_LINE) from None
         with torch.no_grad(), attention_weights(model) as found:
             model(torch.tensor([ids]))
         sides = {"decoder": _pieces(tok, ids)}

@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Callable
 
-from ablate.errors import ConfigError
+from ablate.errors import COMMAND_LINE, ConfigError
 
 
 def _require(args: argparse.Namespace, checks: dict[str, tuple[Callable[[Any], bool], str]]) -> None:
@@ -21,7 +21,7 @@ def _require(args: argparse.Namespace, checks: dict[str, tuple[Callable[[Any], b
     for option, (ok, allowed) in checks.items():
         value = getattr(args, option.lstrip("-").replace("-", "_"))
         if value is not None and not ok(value):
-            raise ConfigError(option, value, allowed, "command line")
+            raise ConfigError(option, value, allowed, COMMAND_LINE)
 
 
 def _quiet() -> None:
@@ -55,7 +55,7 @@ def _factors(text: str) -> list[int]:
     if not factors or any(not 1 <= f <= MAX_LENGTH_FACTOR for f in factors):
         raise ConfigError("--lengths", text, f"comma-separated whole multiples of data.max_len from 1 to "
                           f"{MAX_LENGTH_FACTOR}, e.g. 1,2,4",
-                          "command line")
+                          COMMAND_LINE)
     return factors
 
 

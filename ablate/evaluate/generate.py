@@ -13,7 +13,7 @@ import torch
 
 from ablate.config.schema import Arch
 from ablate.decode import sample, translate
-from ablate.errors import ConfigError
+from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.metrics.bleu import detokenize
 from ablate.evaluate.load import encode, inspect_task, load_run_model
 
@@ -66,11 +66,11 @@ def generate_run(
                                   alpha=alpha)
         return detokenize([hypothesis], text)[0]
     if not prompt.strip():
-        raise ConfigError("--prompt", prompt, "text with at least one token", "command line")
+        raise ConfigError("--prompt", prompt, "text with at least one token", COMMAND_LINE)
     try:
         ids = lm_prompt_ids(prompt, text)
     except ValueError as exc:  # a synthetic task's symbols: the message says what they read
-        raise ConfigError("--prompt", prompt, str(exc), "command line") from None
+        raise ConfigError("--prompt", prompt, str(exc), COMMAND_LINE) from None
     generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
     new = sample(model, ids, max_new_tokens=max_new_tokens, context=d.max_len, temperature=temperature,
                  top_k=top_k, generator=generator)

@@ -19,10 +19,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ablate.config.schema import Arch
-from ablate.errors import ConfigError
+from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.evaluate.load import load_run_model, run_task
 from ablate.model.inspect import too_long
-from ablate.runs.files import read_result, write_json
+from ablate.runs.files import read_result, result_path, write_json
 from ablate.runs.metrics import perplexity
 from ablate.runs.wandb import record_scores
 
@@ -83,7 +83,7 @@ def evaluate_lengths(run_dir: str | Path, *, factors: Sequence[int] = FACTORS, c
     usable = (len(stream) - 1) // longest * longest  # the same tokens at every length
     if usable == 0:
         raise ConfigError("--lengths", max(factors), f"a multiple whose block ({longest} tokens) fits in the "
-                          f"validation split ({len(stream)} tokens)", "command line")
+                          f"validation split ({len(stream)} tokens)", COMMAND_LINE)
     stream = stream[: usable + 1]
     entries: dict[str, Any] = {}
     unsupported: dict[str, str] = {}
@@ -97,6 +97,6 @@ def evaluate_lengths(run_dir: str | Path, *, factors: Sequence[int] = FACTORS, c
         entries[key(f)], entries[key(f, "ppl")] = loss, perplexity(loss)
     entries["lengths"] = {"factors": list(factors), "block": T, "tokens": usable, "unsupported": unsupported,
                           "checkpoints": [p.name for p in paths], "seconds": time.perf_counter() - start}
-    write_json(run_dir / "result.json", {**(read_result(run_dir) or {}), **entries})
+    write_json(result_path(run_dir), {**(read_result(run_dir) or {}), **entries})
     record_scores(cfg, run_dir, {k: v for k, v in entries.items() if k != "lengths"})
     return entries

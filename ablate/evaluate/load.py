@@ -16,9 +16,11 @@ from torch import nn
 from ablate.config import load_config
 from ablate.config.schema import Arch
 from ablate.data import build_task
-from ablate.errors import ConfigError
+from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.evaluate.average import average_checkpoints, last_checkpoints, load_state_dict
 from ablate.model import build_model
+from ablate.runs.files import (best_checkpoint, checkpoint_path, checkpoints_dir, config_path, last_checkpoint,
+                               read_run_config)
 
 MODEL_PREFIX = "model."  # TransformerSystem keeps the plain model as ``self.model``
 
@@ -29,11 +31,9 @@ def run_arch(run_dir: str | Path) -> str:
     Raises:
         ConfigError: not a run directory.
     """
-    path = Path(run_dir) / "config.yaml"
+    path = config_path(run_dir)
     if not path.is_file():
-        raise ConfigError("RUN_DIR", str(run_dir), "a run directory holding config.yaml", "command line")
-    from ablate.runs.files import read_run_config
-
+        raise ConfigError("RUN_DIR", str(run_dir), "a run directory holding config.yaml", COMMAND_LINE)
     model = read_run_config(run_dir).get("model")
     return str(model.get("arch", "encoder_decoder")) if hasattr(model, "get") else "encoder_decoder"
 
@@ -52,9 +52,9 @@ def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: st
     """
     run_dir = Path(run_dir)
     target = pick_device(device)  # a bad device is named before anything loads
-    if not (run_dir / "config.yaml").is_file():
-        raise ConfigError("RUN_DIR", str(run_dir), "a run directory holding config.yaml", "command line")
-    cfg = load_config(run_dir / "config.yaml")
+    if not config_path(run_dir).is_file():
+        raise ConfigError("RUN_DIR", str(run_dir), "a run directory holding config.yaml", COMMAND_LINE)
+    cfg = load_config(config_path(run_dir))
     if average_last:
         paths = last_checkpoints(run_dir, average_last)
         state = average_checkpoints(paths)
@@ -66,7 +66,7 @@ def load_run_model(run_dir: str | Path, *, average_last: int = 0, checkpoint: st
         model.load_state_dict({k[len(MODEL_PREFIX):]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)})
     except RuntimeError as exc:  # torch lists every mismatch on lines of its own: the first one says enough
         first = next((line.strip() for line in str(exc).splitlines()[1:] if line.strip()), str(exc).strip())
-        raise ConfigError("checkpoint", str(paths[0]), f"weights that fit {run_dir / 'config.yaml'} (they do not: "
+        raise ConfigError("checkpoint", str(paths[0]), f"weights that fit {config_path(run_dir)} (they do not: "
                           f"{first})") from None
     return cfg, model.float().eval().to(target), paths
 
@@ -78,14 +78,14 @@ def pick_checkpoint(run_dir: Path, checkpoint: str | None) -> Path:
     Raises:
         ConfigError: the checkpoint asked for, or both, missing.
     """
-    folder = run_dir / "checkpoints"
-    if checkpoint is None and not (folder / "best.ckpt").is_file() and (folder / "last.ckpt").is_file():
+    folder = checkpoints_dir(run_dir)
+    if checkpoint is None and not best_checkpoint(run_dir).is_file() and last_checkpoint(run_dir).is_file():
         print(f"ablate: note: {folder} has no best.ckpt (the run never validated): using last.ckpt", file=sys.stderr)
         checkpoint = "last"
-    path = folder / f"{checkpoint or 'best'}.ckpt"
+    path = checkpoint_path(run_dir, checkpoint or "best")
     if not path.is_file():
         raise ConfigError("--checkpoint", checkpoint or "best", f"a checkpoint in {folder} (best, last)",
-                          "command line")
+                          COMMAND_LINE)
     return path
 
 
@@ -105,7 +105,7 @@ def pick_device(device: str | None) -> torch.device:
     if picked is None or picked.type not in ("cpu", "cuda") or (picked.type == "cuda" and (
             not available or (picked.index or 0) >= available)):
         have = f"cuda:0 .. cuda:{available - 1}" if available else "no CUDA device"
-        raise ConfigError("--device", device, f"cpu, cuda or cuda:N (this machine: {have})", "command line")
+        raise ConfigError("--device", device, f"cpu, cuda or cuda:N (this machine: {have})", COMMAND_LINE)
     return picked
 
 
@@ -123,7 +123,7 @@ def _with_tokenizer(data: pl.LightningDataModule, cfg: DictConfig, run_dir: str 
     if not hasattr(data, "tokenizer"):
         raise ConfigError("RUN_DIR", str(run_dir or cfg.output_dir or f"runs/{cfg.name}"),
                           f"a run on a text task (parallel_text, text_lm): task {cfg.data.task!r} has no tokenizer, "
-                          "so there is no text to score", "command line")
+                          "so there is no text to score", COMMAND_LINE)
     if not data.tokenizer.from_cache:
         warnings.warn(f"the tokenizer was trained again (none cached under data.cache_dir={cfg.data.cache_dir}); "
                       "if it differs from the run's, the output is wrong", stacklevel=4)
@@ -159,12 +159,12 @@ def encode(text_of: Any, text: str, option: str, model: nn.Module | None = None,
     try:
         ids = text_of.encode(" ".join(text.split()))
     except ValueError as exc:  # a synthetic task's symbols: the message says what they read
-        raise ConfigError(option, text, str(exc), "command line") from None
+        raise ConfigError(option, text, str(exc), COMMAND_LINE) from None
     if not ids:
-        raise ConfigError(option, text, "text with at least one token", "command line")
+        raise ConfigError(option, text, "text with at least one token", COMMAND_LINE)
     if model is not None and (why := too_long(model, len(ids) + added)) is not None:
         raise ConfigError(option, text, f"text the run's model can encode: this is {len(ids)} tokens"
-                          f"{f' and {added} more' if added else ''}, and {why}", "command line")
+                          f"{f' and {added} more' if added else ''}, and {why}", COMMAND_LINE)
     return ids
 
 

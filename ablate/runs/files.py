@@ -10,7 +10,9 @@
     <output_dir>/STOP               when present, the run ends at its next step (a sweep's early termination)
 
 Files are written atomically (temp file + rename), so a killed run never leaves a
-half-written result or config.
+half-written result or config. These names are this module's: everyone else asks it (``RESULT_FILE``,
+``result_path(run_dir)``, ``last_checkpoint(run_dir)``, ...); a sweep folder's ``plan.json`` is
+:mod:`ablate.runs.plan`'s.
 """
 
 from __future__ import annotations
@@ -32,8 +34,52 @@ from ablate.config.reads import flatten
 from ablate.errors import ConfigError
 
 
+CONFIG_FILE = "config.yaml"
+RESULT_FILE = "result.json"
+LOG_FILE = "train.log"
 PROGRESS_FILE = "progress.json"
 STOP_FILE = "STOP"
+CHECKPOINTS_DIR = "checkpoints"
+CHECKPOINT_SUFFIX = ".ckpt"
+LAST_STEM, BEST_STEM = "last", "best"  # last: the latest step's full state, what a run resumes from; best: the lowest
+LAST_CHECKPOINT = f"{LAST_STEM}{CHECKPOINT_SUFFIX}"  # val/loss so far, what ablate evaluate reads by default
+BEST_CHECKPOINT = f"{BEST_STEM}{CHECKPOINT_SUFFIX}"
+ARRAY_FILE = "array.json"  # in a seed array's own folder, beside its last.ckpt: its members and their config hashes
+
+
+def config_path(run_dir: str | Path) -> Path:
+    """The run's resolved config: ``<run_dir>/config.yaml``."""
+    return Path(run_dir) / CONFIG_FILE
+
+
+def result_path(run_dir: str | Path) -> Path:
+    """The run's record: ``<run_dir>/result.json``."""
+    return Path(run_dir) / RESULT_FILE
+
+
+def log_path(run_dir: str | Path) -> Path:
+    """What ablate said about each of the run's attempts: ``<run_dir>/train.log``."""
+    return Path(run_dir) / LOG_FILE
+
+
+def checkpoints_dir(run_dir: str | Path) -> Path:
+    """The run's checkpoints folder: ``<run_dir>/checkpoints``."""
+    return Path(run_dir) / CHECKPOINTS_DIR
+
+
+def checkpoint_path(run_dir: str | Path, name: str) -> Path:
+    """``<run_dir>/checkpoints/<name>.ckpt`` (``name``: last, best, step-1200, ...)."""
+    return checkpoints_dir(run_dir) / f"{name}{CHECKPOINT_SUFFIX}"
+
+
+def last_checkpoint(run_dir: str | Path) -> Path:
+    """``<run_dir>/checkpoints/last.ckpt``: what the run resumes from."""
+    return checkpoints_dir(run_dir) / LAST_CHECKPOINT
+
+
+def best_checkpoint(run_dir: str | Path) -> Path:
+    """``<run_dir>/checkpoints/best.ckpt``: the lowest val/loss so far."""
+    return checkpoints_dir(run_dir) / BEST_CHECKPOINT
 
 
 NOT_IDENTITY = ("output_dir", "wandb", "trainer.threads")  # where a run is written, how it is logged, its CPU threads
@@ -172,7 +218,7 @@ def read_result(run_dir: Path) -> dict[str, Any] | None:
     Raises:
         ConfigError: it is not a JSON mapping, or a final or best metric in it is not a number, naming the file.
     """
-    path = Path(run_dir) / "result.json"
+    path = result_path(run_dir)
     if not path.is_file():
         return None
     result = read_json(path)
@@ -193,7 +239,7 @@ def resume_command(run_dir: Path) -> str:
     its resolved config, its imports included, but not always its folder: ``output_dir`` is null in a run that
     ``ablate train`` named itself, and relative paths are relative to where it was launched)."""
     run_dir = Path(run_dir)
-    return f"ablate train {shlex.quote(str(run_dir / 'config.yaml'))} {shlex.quote(f'output_dir={run_dir}')}"
+    return f"ablate train {shlex.quote(str(config_path(run_dir)))} {shlex.quote(f'output_dir={run_dir}')}"
 
 
 def read_run_config(run_dir: Path) -> DictConfig:
@@ -202,7 +248,7 @@ def read_run_config(run_dir: Path) -> DictConfig:
     Raises:
         ConfigError: it is missing, or not the YAML mapping ablate writes (edited, cut short, not ablate's), naming it.
     """
-    path = Path(run_dir) / "config.yaml"
+    path = config_path(run_dir)
     try:
         cfg = OmegaConf.load(path)
     except OSError as exc:
@@ -240,6 +286,6 @@ STEP_FILE = re.compile(r"^step-(?:step=)?(\d+)\.ckpt$")  # step-1200.ckpt (step-
 
 def step_checkpoints(run_dir: str | Path) -> list[Path]:
     """The run's ``checkpoints/step-*.ckpt``, oldest step first."""
-    found = [(int(m.group(1)), p) for p in (Path(run_dir) / "checkpoints").glob("step-*.ckpt")
+    found = [(int(m.group(1)), p) for p in checkpoints_dir(run_dir).glob(f"step-*{CHECKPOINT_SUFFIX}")
              if (m := STEP_FILE.match(p.name))]
     return [p for _, p in sorted(found)]

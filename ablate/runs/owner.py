@@ -25,14 +25,16 @@ from typing import Any, Iterable
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ablate.errors import ConfigError
-from ablate.runs.files import PROGRESS_FILE, STOP_FILE, being_written, write_json
+from ablate.errors import COMMAND_LINE, ConfigError
+from ablate.runs.files import (CHECKPOINTS_DIR, CONFIG_FILE, PROGRESS_FILE, RESULT_FILE, STOP_FILE, being_written,
+                               write_json)
+from ablate.runs.plan import PLAN_FILE, plan_path
 
 MARKER = ".ablate"
 KINDS = ("run", "sweep", "report")
 FILES = {  # what each kind of folder holds, for folders written before the marker (any one of them tells the kind)
-    "run": ("config.yaml", "result.json", "checkpoints", PROGRESS_FILE, STOP_FILE),
-    "sweep": ("plan.json",),
+    "run": (CONFIG_FILE, RESULT_FILE, CHECKPOINTS_DIR, PROGRESS_FILE, STOP_FILE),
+    "sweep": (PLAN_FILE,),
     "report": ("report.html", "table.csv"),
 }
 FIGURE_SUFFIX = ".png"
@@ -95,7 +97,7 @@ _COMPARABLE = {"sweep": lambda identity: {**identity, **sweep_identity(identity.
 def _legacy_identity(folder: Path) -> dict[str, Any] | None:
     """A sweep folder written before the marker: its name, as its plan.json holds it (None when it cannot say)."""
     try:
-        name = json.loads((folder / "plan.json").read_text()).get("name")
+        name = json.loads(plan_path(folder).read_text()).get("name")
     except (OSError, UnicodeError, ValueError, AttributeError):
         return None
     return {"name": name} if isinstance(name, str) else None
@@ -110,7 +112,7 @@ def _refuse(key: str, path: Path, why: str, source: str | None) -> ConfigError:
 
 
 def check_folder(path: Path, kind: str, identity: dict[str, Any] | None, *, key: str,
-                 source: str | None = "command line") -> None:
+                 source: str | None = COMMAND_LINE) -> None:
     """Refuse ``path`` as a ``kind`` folder of ``identity`` before anything is written there (nothing is created).
 
     Args:
@@ -155,7 +157,7 @@ def check_folder(path: Path, kind: str, identity: dict[str, Any] | None, *, key:
 
 
 def claim(path: Path, kind: str, identity: dict[str, Any] | None, *, key: str,
-          source: str | None = "command line") -> Path:
+          source: str | None = COMMAND_LINE) -> Path:
     """Check ``path`` (:func:`check_folder`), create it and its marker; returns ``path``.
 
     Raises:
@@ -183,7 +185,7 @@ def mark(path: Path, kind: str, identity: dict[str, Any] | None) -> None:
         write_json(marker, {"kind": kind, "identity": identity})
 
 
-def check_figure(path: Path, *, key: str, source: str | None = "command line") -> None:
+def check_figure(path: Path, *, key: str, source: str | None = COMMAND_LINE) -> None:
     """Refuse ``path`` as a figure ablate draws: it must end in .png, be new or a PNG already, and not lie in the
     root or inside a run's subfolders (a run's own folder is where its figures go by default).
 

@@ -24,7 +24,7 @@ from pytorch_lightning.utilities import rank_zero_only
 
 from ablate.config.schema import Logger as LoggerKind
 from ablate.config.schema import WandbMode
-from ablate.errors import ConfigError
+from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.runs.files import config_hash, read_result, write_atomic
 from ablate.runs.metrics import steps_done
 from ablate.runs.wandb_offline import SUPERSEDED_FILE, offline_folders, offline_runs, server_unreachable
@@ -390,7 +390,7 @@ def sync(paths: list[Path]) -> int:
     where = ", ".join(map(str, paths))
     if not runs:
         raise ConfigError("DIR", where, "a folder holding offline W&B runs not yet uploaded (nothing to sync under "
-                          "it)", "command line")
+                          "it)", COMMAND_LINE)
     if not has_api_key():
         raise ConfigError("WANDB_API_KEY", None, f"a W&B API key to sync {len(runs)} offline W&B run(s) (set "
                           "WANDB_API_KEY or run `wandb login`)", "environment")

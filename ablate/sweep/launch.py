@@ -13,9 +13,10 @@ from typing import Any, Callable
 
 from omegaconf import OmegaConf
 
-from ablate.errors import ConfigError
-from ablate.runs.files import read_json, read_result
+from ablate.errors import COMMAND_LINE, ConfigError
+from ablate.runs.files import ARRAY_FILE, LAST_CHECKPOINT, checkpoints_dir, read_json, read_result
 from ablate.runs.owner import check_folder, claim, sweep_identity
+from ablate.runs.plan import plan_path
 from ablate.runs.status import SETTLED
 from ablate.sweep.memory import training_bytes
 from ablate.sweep.plan import (Planner, PlannedRun, default_sweep_dir, factor_record, factorial_of, read_planned,
@@ -55,7 +56,7 @@ def check_design(sweep: Sweep, sweep_dir: Path) -> None:
     Raises:
         ConfigError: the sweep folder's plan.json records another design, naming each change.
     """
-    path = sweep_dir / "plan.json"
+    path = plan_path(sweep_dir)
     if not path.is_file():
         return
     old = read_json(path)
@@ -95,14 +96,14 @@ def check_writable(sweep_dir: Path, runs: list[PlannedRun], retry_failed: bool) 
                       retry_failed)
     folders = [sweep_dir, *(sweep_dir / "arrays").glob("*/")]
     for run in todo:
-        folders += [sweep_dir / run.run_dir, sweep_dir / run.run_dir / "checkpoints"]
+        folders += [sweep_dir / run.run_dir, checkpoints_dir(sweep_dir / run.run_dir)]
     for folder in folders:
         if folder.is_dir():
             try:
                 probe(folder)
             except OSError as exc:
                 raise ConfigError("folder", str(folder), f"a folder this launch can write to ({exc.strerror}): "
-                                  "relaunch where the sweep's folder is writable", "command line") from None
+                                  "relaunch where the sweep's folder is writable", COMMAND_LINE) from None
 
 
 def check_array_checkpoints(sweep_dir: Path) -> None:
@@ -111,8 +112,8 @@ def check_array_checkpoints(sweep_dir: Path) -> None:
     Raises:
         ConfigError: one is cut short or not a checkpoint, naming it and what to do.
     """
-    for last in sorted(sweep_dir.glob("arrays/*/last.ckpt")):
-        record = last.parent / "array.json"
+    for last in sorted(sweep_dir.glob(f"arrays/*/{LAST_CHECKPOINT}")):
+        record = last.parent / ARRAY_FILE
         members = (read_json(record) or {}).get("members", []) if record.is_file() else []
         ended = all((read_result(Path(m)) or {}).get("status") in SETTLED for m in members)
         if members and not ended and not zipfile.is_zipfile(last):  # torch.save writes a zip: a cut one has no index
@@ -181,7 +182,7 @@ def dry_run_notes(sweep: Sweep, sweep_dir: Path, planner: Planner, runs: list[Pl
                   runner: Any) -> list[str]:
     """What the launch would do beyond the plan: how many runs ended in earlier launches, and how each variant's
     seeds train (the arrays it would record, or resume: :func:`ablate.sweep.arrays.arrays_of`)."""
-    earlier = read_planned(sweep_dir) if (sweep_dir / "plan.json").is_file() else []
+    earlier = read_planned(sweep_dir) if plan_path(sweep_dir).is_file() else []
     known = {r.id for r in runs}
     every = [*runs, *(r for r in earlier if r.id not in known)]
     todo, _ = pending(every, sweep_dir, retry_failed, sweep.evaluate_options())

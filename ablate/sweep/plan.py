@@ -23,12 +23,13 @@ from ablate.config import load_config
 from ablate.config.load import INTERNAL
 from ablate.config.reads import effective
 from ablate.config.schema import Logger
-from ablate.errors import ConfigError
+from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.model import count_parameters
 from ablate.model.diff import module_changes
 from ablate.model.flops import count_flops
 from ablate.model.meta import build_on_meta
-from ablate.runs.files import config_hash, read_json, write_json
+from ablate.runs.files import config_hash
+from ablate.runs.plan import PlanRecord, plan_path, planned_runs, write_plan_record
 from ablate.runs.study import sweep_group, tag
 from ablate.stats.factorial import ROW, Factorial, factors_of
 from ablate.sweep.match import Match, budget_of, solve
@@ -74,7 +75,7 @@ def run_config(sweep: Sweep, overrides: list[str], run_dir: Path | None, extra: 
     tail = [f"wandb.group={_yaml_value(sweep.name)}", *labels] + ([f"output_dir={run_dir}"] if run_dir else [])
     tail += [f"wandb.{k}={_yaml_value(v)}" for k, v in (("project", sweep.project), ("entity", sweep.entity)) if v]
     source = str(sweep.path)
-    layers = [(source, sweep.base_overrides), ("command line", extra), (source, overrides), (INTERNAL, tail)]
+    layers = [(source, sweep.base_overrides), (COMMAND_LINE, extra), (source, overrides), (INTERNAL, tail)]
     try:
         cfg = load_config(sweep.base_config, layers=layers, source=source)
     except ConfigError as err:
@@ -266,33 +267,27 @@ def base_variant(runs: list[PlannedRun]) -> str:
 
 def read_planned(sweep_dir: Path) -> list[PlannedRun]:
     """The runs of an existing plan.json (a bayes sweep's plan grows across launches); [] when there is none."""
-    path = Path(sweep_dir) / "plan.json"
-    if not path.is_file():
-        return []
     names = {f.name for f in fields(PlannedRun)}
-    data = read_json(path)
-    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
-        raise ConfigError("file", str(path), "a sweep's plan: a JSON mapping with a list of runs, as ablate writes it")
     try:
-        return [PlannedRun(**{k: v for k, v in run.items() if k in names}) for run in data["runs"]]
+        return [PlannedRun(**{k: v for k, v in run.items() if k in names}) for run in planned_runs(sweep_dir)]
     except (TypeError, AttributeError):
-        raise ConfigError("file", str(path), "a sweep's plan whose runs are as ablate writes them") from None
+        raise ConfigError("file", str(plan_path(sweep_dir)), "a sweep's plan whose runs are as ablate writes them") \
+            from None
 
 
 def plan_record(sweep: Sweep, runs: list[PlannedRun]) -> dict[str, Any]:
     """The plan as plan.json holds it: the sweep's identity, metric and design, and every planned run."""
+    return plan_of(sweep, runs).to_json()
+
+
+def plan_of(sweep: Sweep, runs: list[PlannedRun]) -> PlanRecord:
+    """The plan.json record of ``runs`` planned for ``sweep`` (:class:`ablate.runs.plan.PlanRecord`)."""
     factors = factor_record(sweep)
-    return {
-        "name": sweep.name,
-        "description": sweep.description,
-        "method": sweep.method,
-        "metric": sweep.metric,
-        "base_variant": base_variant(runs),
-        "varied_keys": list(runs[0].varied) if runs else [],
-        "factors": factors,
-        "design": sweep.design(len(factorial_of(runs, factors).family())).to_json(),  # the compared variants
-        "runs": [asdict(r) for r in runs],
-    }
+    return PlanRecord(
+        name=sweep.name, description=sweep.description, method=sweep.method, metric=sweep.metric,
+        base_variant=base_variant(runs), varied_keys=tuple(runs[0].varied) if runs else (), factors=tuple(factors),
+        design=sweep.design(len(factorial_of(runs, factors).family())).to_json(),  # the compared variants
+        runs=tuple(asdict(r) for r in runs))
 
 
 def factor_record(sweep: Sweep) -> list[dict[str, Any]]:
@@ -313,4 +308,4 @@ def factorial_of(runs: list[PlannedRun], factors: list[dict[str, Any]]) -> Facto
 def write_plan(sweep: Sweep, sweep_dir: Path, runs: list[PlannedRun]) -> None:
     """Write plan.json (atomically)."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    write_json(sweep_dir / "plan.json", plan_record(sweep, runs))
+    write_plan_record(sweep_dir, plan_of(sweep, runs))

@@ -28,7 +28,7 @@ from typing import Any, TextIO
 from tqdm import tqdm
 
 from ablate.formats import format_duration
-from ablate.runs.files import read_result
+from ablate.runs.files import last_checkpoint, read_result
 from ablate.runs.status import Status
 from ablate.sweep.plan import PlannedRun
 from ablate.sweep.queue import Look
@@ -77,7 +77,7 @@ def start_note(name: str, runs: list[PlannedRun], todo: list[PlannedRun], sweep_
     """
     to_do = {r.id for r in todo}
     earlier = Counter((read_result(sweep_dir / r.run_dir) or {}).get("status") for r in runs if r.id not in to_do)
-    resumed = sum((sweep_dir / r.run_dir / "checkpoints" / "last.ckpt").is_file() for r in todo)
+    resumed = sum((last_checkpoint(sweep_dir / r.run_dir)).is_file() for r in todo)
     at_most = f", {most} at most (a seed at a time to the rows still undecided)" if most else ""
     if not earlier:
         return f"ablate: sweep {name}: {len(todo)} runs to start{at_most}"

@@ -20,7 +20,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ablate.errors import ConfigError
+from ablate.errors import COMMAND_LINE, ConfigError
+from ablate.runs.files import log_path
 from ablate.runs.lock import EXIT_LOCKED
 from ablate.sweep.plan import PlannedRun
 
@@ -33,7 +34,7 @@ def _ray() -> Any:
         import ray
     except ImportError:
         raise ConfigError("--backend", "ray", 'Ray installed: pip install -e ".[ray]" (or pip install ray)',
-                          "command line") from None
+                          COMMAND_LINE) from None
     return ray
 
 
@@ -53,7 +54,7 @@ def _train_on_node(run: dict[str, Any], sweep_dir: str, config_text: str, evalua
                    "every node sees, at the same path")
     run_dir = Path(sweep_dir) / run["run_dir"]
     run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / "train.log", "a") as log:  # which node each attempt ran on
+    with open(log_path(run_dir), "a") as log:  # which node each attempt ran on
         print(f"[ablate] ray: node {ray.get_runtime_context().get_node_id()} on {socket.gethostname()}", file=log)
     deadline = time.monotonic() + LOCK_WAIT
     while True:
@@ -76,7 +77,7 @@ def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as exc:
         raise ConfigError("--address", address, f"the address of a running Ray cluster (cannot connect: {exc})",
-                          "command line") from None
+                          COMMAND_LINE) from None
 
 
 class RayRunner:
@@ -104,7 +105,7 @@ class RayRunner:
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise ConfigError("--address", address or os.environ.get("RAY_ADDRESS"),
                                   f"the address of a running Ray cluster ({' '.join(str(exc).split())[:200]})",
-                                  "command line") from None
+                                  COMMAND_LINE) from None
         return cls(ray, gpus_per_run=gpus_per_run, cpus_per_run=cpus_per_run)
 
     def resources(self) -> dict[str, float]:

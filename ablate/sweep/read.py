@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ablate.errors import ConfigError, check_name
+from ablate.errors import COMMAND_LINE, ConfigError, check_name
 from ablate.runs.metrics import allowed, known
 from ablate.sweep.decide import parse_decide
 from ablate.sweep.hyperband import Hyperband
@@ -204,7 +204,7 @@ def check_overrides(sweep: Sweep, extra: list[str]) -> None:
         else:
             continue
         raise ConfigError(key, value, f"a key the sweep does not set in every run ({where} in {sweep.path} sets it, "
-                          "so this override would change no run): change it in the sweep file", "command line")
+                          "so this override would change no run): change it in the sweep file", COMMAND_LINE)
 
 
 def load_sweep(path: str | Path) -> Sweep:
@@ -216,8 +216,8 @@ def load_sweep(path: str | Path) -> Sweep:
     path = Path(path)
     source = str(path)
     if not path.is_file():
-        raise ConfigError("SWEEP", source, "an existing sweep YAML file", "command line")
-    raw = load_yaml_file(path, key="SWEEP", source="command line") or {}
+        raise ConfigError("SWEEP", source, "an existing sweep YAML file", COMMAND_LINE)
+    raw = load_yaml_file(path, key="SWEEP", source=COMMAND_LINE) or {}
     if not isinstance(raw, dict):
         raise ConfigError("<root>", type(raw).__name__, "a mapping", source)
     for key in raw:

@@ -31,7 +31,8 @@ from typing import Any, Callable, Iterator
 import torch
 from omegaconf import OmegaConf
 
-from ablate.runs.files import STOP_FILE, read_history, read_result, write_atomic, write_json
+from ablate.runs.files import (STOP_FILE, config_path, log_path, read_history, read_result, result_path, write_atomic,
+                               write_json)
 from ablate.runs.lock import EXIT_LOCKED
 from ablate.runs.status import Status
 from ablate.runtime import DIE_WITH
@@ -161,15 +162,15 @@ def slots(*, workers: int, runs_per_gpu: str | int = 1, gpus: list[Gpu] | None =
 def _train(run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, str],
            cwd: Path | None, fresh: bool) -> tuple[int, str]:
     run_dir = sweep_dir / run.run_dir
-    code = _ablate(["train", str(_write_config(run_dir, config_text))], run_dir / "train.log", env, cwd, fresh)
-    return code, _ended(run_dir, code, run_dir / "train.log")
+    code = _ablate(["train", str(_write_config(run_dir, config_text))], log_path(run_dir), env, cwd, fresh)
+    return code, _ended(run_dir, code, log_path(run_dir))
 
 
 def _write_config(run_dir: Path, config_text: str) -> Path:
     """``<run_dir>/config.yaml`` (the folder made first), what ``ablate train`` and ``train-array`` read."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(run_dir / "config.yaml", config_text)
-    return run_dir / "config.yaml"
+    write_atomic(config_path(run_dir), config_text)
+    return config_path(run_dir)
 
 
 def _ended(run_dir: Path, code: int, log: Path) -> str:
@@ -182,7 +183,7 @@ def _ended(run_dir: Path, code: int, log: Path) -> str:
             result.update(status=Status.INTERRUPTED, error=why)
         else:
             result.update(status=Status.FAILED, error=why)
-        write_json(run_dir / "result.json", result)
+        write_json(result_path(run_dir), result)
     return result.get("error", f"exit code {code}")
 
 
@@ -196,7 +197,7 @@ def train_array_here(runs: list[PlannedRun], sweep_dir: Path, config_texts: list
     log = sweep_dir / "arrays" / f"{runs[0].id}+{len(runs) - 1}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     for run in runs:
-        with open(sweep_dir / run.run_dir / "train.log", "a") as out:
+        with open(log_path(sweep_dir / run.run_dir), "a") as out:
             out.write(f"ablate: trained as a member of a seed array of {len(runs)}; its output: {log}\n")
     code = _ablate(["train-array", *paths], log, env, cwd, fresh)
     ended = []
@@ -269,7 +270,7 @@ def _evaluate(run_dir: Path, options: list[str], env: dict[str, str], cwd: Path 
     """``ablate evaluate RUN_DIR OPTIONS`` after training; result.json records the options once it succeeded."""
     code = _ablate(["evaluate", str(run_dir), *options], run_dir / "evaluate.log", env, cwd, fresh)
     if code == 0:
-        write_json(run_dir / "result.json", {**(read_result(run_dir) or {}), "evaluated": list(options)})
+        write_json(result_path(run_dir), {**(read_result(run_dir) or {}), "evaluated": list(options)})
         return 0, ""
     lines = (run_dir / "evaluate.log").read_text(errors="replace").strip().splitlines()
     return code, f"ablate evaluate failed: {lines[-1] if lines else code}; see {run_dir / 'evaluate.log'}"

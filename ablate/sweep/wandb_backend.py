@@ -26,8 +26,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from ablate.errors import ConfigError, check_name
+from ablate.errors import COMMAND_LINE, ConfigError, check_name
+from ablate.runs.files import config_path
 from ablate.runs.owner import check_folder, claim, sweep_identity
+from ablate.runs.plan import plan_path
 from ablate.runs.status import Status
 from ablate.stats.factorial import LADDER, ROW
 from ablate.sweep.read import load_sweep
@@ -100,7 +102,7 @@ def add_to_plan(sweep: Sweep, sweep_dir: Path, runs: list) -> None:
     """Add runs to ``plan.json`` (created if need be), under a lock: agents on one machine share the file."""
     from ablate.sweep.plan import read_planned, write_plan
 
-    with _locked(sweep_dir / "plan.json"):
+    with _locked(plan_path(sweep_dir)):
         known = read_planned(sweep_dir)
         ids = {r.id for r in known}
         write_plan(sweep, sweep_dir, known + [r for r in runs if r.id not in ids])
@@ -149,7 +151,7 @@ def agent_trial(params: dict[str, Any]) -> list[Path]:
     for i, run in enumerate(runs):
         run_dir = sweep_dir / run.run_dir
         cfg = run_config(sweep, run.overrides, run_dir, extra, [*run.labels, "logger=wandb"])
-        write_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg))
+        write_atomic(config_path(run_dir), OmegaConf.to_yaml(cfg))
         try:
             with _not_the_agents_run() if i else _unchanged():
                 train(cfg)
@@ -244,7 +246,7 @@ def _server(what: str, value: str) -> Iterator[None]:
         yield
     except wandb.errors.Error as exc:
         raise ConfigError(what, value, f"a W&B server that accepts it (it said: {' '.join(str(exc).split())[:300]})",
-                          "command line") from None
+                          COMMAND_LINE) from None
 
 
 def _require_key(what: str, value: str) -> None:
@@ -252,7 +254,7 @@ def _require_key(what: str, value: str) -> None:
 
     if resolve_mode("auto") != "online" or not has_api_key():
         raise ConfigError(what, value, "a configured W&B API key (`wandb login`, or WANDB_API_KEY): W&B's sweep "
-                          "controller lives on its server", "command line")
+                          "controller lives on its server", COMMAND_LINE)
 
 
 def start_wandb_sweep(sweep: Sweep, *, extra: list[str], dry_run: bool, check: bool = True) -> int:
@@ -290,7 +292,7 @@ def run_agent(sweep_id: str, count: int | None = None) -> int:
     (or ``count``)."""
     if sweep_id.count("/") != 2 or not all(sweep_id.split("/")):
         raise ConfigError("SWEEP_ID", sweep_id, "entity/project/id, as `ablate sweep --backend wandb` prints it",
-                          "command line")
+                          COMMAND_LINE)
     _require_key("SWEEP_ID", sweep_id)
     import wandb
 

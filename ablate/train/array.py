@@ -26,8 +26,10 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablate.data import build_task
 from ablate.data.members import MemberData
-from ablate.errors import ConfigError
-from ablate.runs.files import being_written, config_hash, read_result, variant_hash, write_atomic, write_json
+from ablate.errors import COMMAND_LINE, ConfigError
+from ablate.runs.files import (ARRAY_FILE, BEST_CHECKPOINT, CHECKPOINTS_DIR, CONFIG_FILE, LAST_CHECKPOINT, LAST_STEM,
+                               PROGRESS_FILE, RESULT_FILE, being_written, config_hash, config_path, read_result,
+                               result_path, variant_hash, write_atomic, write_json)
 from ablate.runs.lock import run_lock
 from ablate.runs.status import SETTLED, Status
 from ablate.train.callbacks import ValidateAtLastStep, WallClock
@@ -57,13 +59,13 @@ def check_members(cfgs: list[DictConfig]) -> None:
     output_dir."""
     if len({variant_hash(c) for c in cfgs}) > 1:
         raise ConfigError("CONFIG", ", ".join(str(c.output_dir) for c in cfgs),
-                          "configs of one variant that differ in their seed alone (a seed array)", "command line")
+                          "configs of one variant that differ in their seed alone (a seed array)", COMMAND_LINE)
     for key, values in (("seed", [c.seed for c in cfgs]), ("output_dir", [c.output_dir for c in cfgs])):
         if None in values or len(set(values)) < len(values):
-            raise ConfigError(key, values, f"a distinct {key} for every member of the array", "command line")
+            raise ConfigError(key, values, f"a distinct {key} for every member of the array", COMMAND_LINE)
     if (why := why_not_fused(cfgs[0])) is not None:
         raise ConfigError("CONFIG", str(cfgs[0].output_dir), f"a config whose runs fuse (this one does not: {why}); "
-                          "train its seeds with ablate train, one run each", "command line")
+                          "train its seeds with ablate train, one run each", COMMAND_LINE)
 
 
 def train_array(cfgs: list[DictConfig], array_dir: Path | None = None) -> list[Path]:
@@ -82,11 +84,11 @@ def train_array(cfgs: list[DictConfig], array_dir: Path | None = None) -> list[P
         check_settings(cfg, system.model.template, task)
     array_dir = Path(array_dir) if array_dir else array_dir_of(cfgs)
     finished = [c.output_dir for c in cfgs if _settled(Path(c.output_dir), c, (Status.FINISHED,))]
-    if finished and len(finished) < len(cfgs) and not (array_dir / "last.ckpt").is_file():
+    if finished and len(finished) < len(cfgs) and not (array_dir / LAST_CHECKPOINT).is_file():
         # trained again in another array it would be another run (its dropout masks); resumed in its own array, the
         # checkpoint knows it ended, and it stays as it ended
         raise ConfigError("output_dir", str(finished[0]), "a run directory not yet trained to its end: this one is, "
-                          "and an array trains its members together; leave it out", "command line")
+                          "and an array trains its members together; leave it out", COMMAND_LINE)
     run_dirs = [make_run_dir(c)[0] for c in cfgs]  # a failed array keeps its members, each marked failed
     with ExitStack() as locks:
         for run_dir in run_dirs:
@@ -106,11 +108,11 @@ def _settled(run_dir: Path, cfg: DictConfig, statuses: tuple[str, ...] = SETTLED
 def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs: list[Path], array_dir: Path,
          start: float, threads: str) -> None:
     array_dir.mkdir(parents=True, exist_ok=True)
-    _drop_cut_writes([array_dir / "last.ckpt", array_dir / "array.json",
+    _drop_cut_writes([array_dir / LAST_CHECKPOINT, array_dir / ARRAY_FILE,
                       *(d / name for d in run_dirs for name in MEMBER_FILES)])
-    write_json(array_dir / "array.json", {"members": [str(d) for d in run_dirs],
+    write_json(array_dir / ARRAY_FILE, {"members": [str(d) for d in run_dirs],
                                           "config_hashes": [config_hash(c) for c in cfgs]})
-    last = array_dir / "last.ckpt"
+    last = array_dir / LAST_CHECKPOINT
     resume = last if last.is_file() else None
     # a member that failed or stopped before the array's first checkpoint trains again from step 0 with the others
     members = [_member(k, c, d, keep_ended=resume is not None) for k, (c, d) in enumerate(zip(cfgs, run_dirs))]
@@ -122,16 +124,16 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
         return _result(m, attempt, fused, known, book)
 
     for m in _active(members):
-        write_atomic(m.run_dir / "config.yaml", OmegaConf.to_yaml(m.cfg))
-        write_json(m.run_dir / "result.json", {**(read_result(m.run_dir) or {}), **result(m)})
+        write_atomic(config_path(m.run_dir), OmegaConf.to_yaml(m.cfg))
+        write_json(result_path(m.run_dir), {**(read_result(m.run_dir) or {}), **result(m)})
     clock = WallClock(start)
     book = Members(members, every=cfgs[0].train.log_every,
-                   record=lambda m: write_json(m.run_dir / "result.json", result(m, book)))
+                   record=lambda m: write_json(result_path(m.run_dir), result(m, book)))
     callbacks = [clock, book, ValidateAtLastStep(), ArrayResume()]
     status, error = Status.INTERRUPTED, None
     try:
         # at every validation, replacing the one before (no monitor: the newest is the one kept)
-        last_only = ModelCheckpoint(dirpath=array_dir, filename="last", save_top_k=1, enable_version_counter=False)
+        last_only = ModelCheckpoint(dirpath=array_dir, filename=LAST_STEM, save_top_k=1, enable_version_counter=False)
         bar = progress(cfgs[0].train.log_every, cfgs[0].trainer.enable_progress_bar)  # lines off a terminal
         trainer = pl.Trainer(**trainer_settings(cfgs[0], array_dir, logger=False, plugins=[AtomicCheckpointIO()],
                                                 callbacks=[last_only, *callbacks, *bar]))
@@ -153,13 +155,14 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
             if m.status == Status.RUNNING:
                 m.status, m.error = status, error
                 m.step = getattr(system, "global_step", m.step) if status != Status.FAILED else m.step
-            write_json(m.run_dir / "result.json", result(m, book))
+            write_json(result_path(m.run_dir), result(m, book))
             for logger in m.loggers:
                 logger.finalize(m.status)
 
 
 # what an array writes in each member's folder (:mod:`ablate.train.members`)
-MEMBER_FILES = ("checkpoints/last.ckpt", "checkpoints/best.ckpt", "result.json", "progress.json", "config.yaml")
+MEMBER_FILES = (f"{CHECKPOINTS_DIR}/{LAST_CHECKPOINT}", f"{CHECKPOINTS_DIR}/{BEST_CHECKPOINT}", RESULT_FILE,
+                PROGRESS_FILE, CONFIG_FILE)
 
 
 def _drop_cut_writes(paths: list[Path]) -> None:

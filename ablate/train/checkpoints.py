@@ -12,6 +12,8 @@ from omegaconf import OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.plugins.io import TorchCheckpointIO
 
+from ablate.runs.files import CHECKPOINT_SUFFIX
+
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Lightning's torch.save checkpointing, through a temporary file renamed into place."""
@@ -34,7 +36,8 @@ def clear_checkpoints(folder: Path) -> list[Path]:
     its first step: they are an earlier attempt's (its last.ckpt deleted, being truncated), and a best.ckpt or step
     checkpoint left there would be read as this run's. Returns what was removed."""
     folder = Path(folder)
-    stale = [p for p in (*folder.glob("*.ckpt"), *folder.glob(".*.tmp")) if p.is_file() or p.is_symlink()]
+    found = (*folder.glob(f"*{CHECKPOINT_SUFFIX}"), *folder.glob(".*.tmp"))
+    stale = [p for p in found if p.is_file() or p.is_symlink()]
     for path in stale:
         path.unlink(missing_ok=True)
     return stale

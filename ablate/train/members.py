@@ -19,7 +19,8 @@ import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig
 
-from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_json, read_result, write_json
+from ablate.runs.files import (PROGRESS_FILE, STOP_FILE, best_checkpoint, last_checkpoint, read_json, read_result,
+                               write_json)
 from ablate.runs.metrics import CURVES, LR, perplexity
 from ablate.runs.status import Status
 from ablate.train.checkpoints import save_weights
@@ -149,10 +150,10 @@ class Members(pl.Callback):
                 m.history.setdefault(key, []).append([step, value])
             write_json(m.run_dir / PROGRESS_FILE, {"step": step, "history": m.history})
             weights = pl_module.model.member_state_dict(m.index)
-            save_weights(m.run_dir / "checkpoints" / "last.ckpt", weights, m.cfg, step)
+            save_weights(last_checkpoint(m.run_dir), weights, m.cfg, step)
             if mine["val/loss"] < m.best:
                 m.best = mine["val/loss"]
-                save_weights(m.run_dir / "checkpoints" / "best.ckpt", weights, m.cfg, step)
+                save_weights(best_checkpoint(m.run_dir), weights, m.cfg, step)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._tokens is not None:  # steps since the last log (none when max_steps is a multiple of log_every)

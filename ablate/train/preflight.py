@@ -33,7 +33,8 @@ from torch import nn
 from ablate.config.schema import Logger as LoggerKind
 from ablate.errors import ConfigError
 from ablate.model.inspect import too_long
-from ablate.runs.files import config_changes, config_hash, read_result, read_run_config, resume_command
+from ablate.runs.files import (CHECKPOINT_SUFFIX, checkpoints_dir, config_changes, config_hash, config_path,
+                               last_checkpoint, read_result, read_run_config, result_path, resume_command)
 from ablate.runs.owner import check_folder, claim
 from ablate.runs.status import SETTLED, Status
 from ablate.train.system import build_schedule
@@ -179,9 +180,9 @@ def previous_result(run_dir: Path) -> dict[str, Any]:
     try:
         return read_result(run_dir) or {}
     except ConfigError as err:
-        path = Path(run_dir) / "result.json"
+        path = result_path(run_dir)
         then = ("resumes from its last checkpoint and records its result again"
-                if (Path(run_dir) / "checkpoints" / "last.ckpt").is_file() else "trains from its first step")
+                if last_checkpoint(run_dir).is_file() else "trains from its first step")
         raise ConfigError(err.key, err.value, f"{err.allowed}; remove it (rm {shlex.quote(str(path))}) and run this "
                           f"command again: the run {then}", err.source) from None
 
@@ -202,7 +203,7 @@ def discard(run_dir: Path, made: Path | None) -> bool:
     Returns:
         Whether it was removed; False leaves it as it is, for its ``result.json`` to say why the run failed.
     """
-    if made is None or any((run_dir / "checkpoints").glob("*.ckpt")):
+    if made is None or any(checkpoints_dir(run_dir).glob(f"*{CHECKPOINT_SUFFIX}")):
         return False
     shutil.rmtree(run_dir)
     for parent in run_dir.parents:
@@ -233,9 +234,9 @@ def check_run_dir(run_dir: Path, cfg: DictConfig, previous: dict[str, Any]) -> N
         ConfigError: it holds a run of another config, naming the keys that differ; or its last checkpoint is
             truncated or not a checkpoint, naming the file.
     """
-    old_path = run_dir / "config.yaml"
+    old_path = config_path(run_dir)
     old = read_run_config(run_dir) if old_path.is_file() else None
-    trained = previous.get("config_hash") or (old is not None and (run_dir / "checkpoints").is_dir()
+    trained = previous.get("config_hash") or (old is not None and checkpoints_dir(run_dir).is_dir()
                                                and config_hash(old))
     if trained and trained != config_hash(cfg):
         changes = config_changes(old, cfg) if old is not None and config_hash(old) == trained else []
@@ -248,7 +249,7 @@ def check_run_dir(run_dir: Path, cfg: DictConfig, previous: dict[str, Any]) -> N
         ended = "finished run" if previous.get("status") == Status.FINISHED else "run"
         raise ConfigError("output_dir", str(run_dir), f"a run directory of this config or a new one: it holds a "
                           f"{ended} of another config ({what}); {then}")
-    last = run_dir / "checkpoints" / "last.ckpt"
+    last = last_checkpoint(run_dir)
     if last.exists() and not last.is_file():
         raise ConfigError("checkpoint", str(last), "a checkpoint to resume from (this is a folder): remove it to train "
                           f"the run from its first step (rm -r {shlex.quote(str(last))}), then run this command again")

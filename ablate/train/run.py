@@ -24,7 +24,8 @@ from pytorch_lightning.utilities.warnings import PossibleUserWarning
 from ablate.config.schema import Logger as LoggerKind
 from ablate.data import build_task
 from ablate.errors import ConfigError
-from ablate.runs.files import config_hash, read_result, resume_command, write_atomic, write_json
+from ablate.runs.files import (BEST_STEM, checkpoints_dir, config_hash, config_path, last_checkpoint, log_path,
+                               read_result, result_path, resume_command, write_atomic, write_json)
 from ablate.runs.lock import run_lock
 from ablate.runs.metrics import steps_done
 from ablate.runs.status import Status
@@ -92,13 +93,13 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
     checkpoints = [
         # No version counter: best.ckpt and last.ckpt are always these names (evaluate, generate and attention read
         # them); a run that starts over holds no checkpoint of an earlier attempt (checkpoints.clear_checkpoints).
-        ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="best", monitor="val/loss", mode="min",
+        ModelCheckpoint(dirpath=checkpoints_dir(run_dir), filename=BEST_STEM, monitor="val/loss", mode="min",
                         save_last=True, enable_version_counter=False),
         LearningRateMonitor(logging_interval="step"),
     ]
     checkpoints += progress(t.log_every, cfg.trainer.enable_progress_bar)  # a bar on a terminal, lines off one
     if t.keep_checkpoints:  # weights of the last k step checkpoints, for checkpoint averaging (section 6.1)
-        checkpoints.append(step_checkpoint_callback(run_dir / "checkpoints", keep=t.keep_checkpoints,
+        checkpoints.append(step_checkpoint_callback(checkpoints_dir(run_dir), keep=t.keep_checkpoints,
                                                     every_n_train_steps=t.checkpoint_every or t.val_every))
     return pl.Trainer(**trainer_settings(cfg, run_dir, gradient_clip_val=t.grad_clip, logger=make_loggers(cfg, run_dir),
                                          callbacks=checkpoints + callbacks, plugins=[AtomicCheckpointIO()],
@@ -175,7 +176,7 @@ def _train(cfg: DictConfig, start: float, lead: bool, stop: SignalStop) -> Path:
     data = build_task(cfg)
     check_settings(cfg, system.model, data)
     run_dir, made = make_run_dir(cfg)
-    stop.checkpoint = run_dir / "checkpoints" / "last.ckpt"
+    stop.checkpoint = last_checkpoint(run_dir)
     with run_lock(run_dir) if lead else nullcontext():
         try:
             previous = previous_result(run_dir)
@@ -200,7 +201,7 @@ def _train(cfg: DictConfig, start: float, lead: bool, stop: SignalStop) -> Path:
 def _log(run_dir: Path, text: str) -> None:
     """Append ``text`` to the run's ``train.log``: what ablate says about each attempt at the run, kept with it. Not
     when this process's stderr is that file already (a sweep's run, whose whole output goes there)."""
-    path = run_dir / "train.log"
+    path = log_path(run_dir)
     try:
         if path.exists() and os.path.samestat(os.fstat(sys.stderr.fileno()), path.stat()):
             return
@@ -231,11 +232,11 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
     write = write_json if lead else (lambda path, data: None)
     note = (lambda text: _log(run_dir, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}")) if lead else (lambda text: None)
     if lead:
-        write_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg))
-    last = run_dir / "checkpoints" / "last.ckpt"
+        write_atomic(config_path(run_dir), OmegaConf.to_yaml(cfg))
+    last = last_checkpoint(run_dir)
     resume = last if last.is_file() else None
     if lead and resume is None:  # starting over: an earlier attempt's best.ckpt and step checkpoints are not this run's
-        clear_checkpoints(run_dir / "checkpoints")
+        clear_checkpoints(checkpoints_dir(run_dir))
     throughput, clock = TokenThroughput(pad_id=cfg.data.pad_id, every=cfg.train.log_every), WallClock(start)
     values = FinalValues()
     callbacks: list[pl.Callback] = [throughput, clock, values, FiniteLoss(every=cfg.train.log_every)]
@@ -258,13 +259,13 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
             logger.log_hyperparams({"params/" + k: v for k, v in system.n_params.items()})
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
-        write(run_dir / "result.json", run_result(cfg, run_dir, None, attempt, Outcome(
+        write(result_path(run_dir), run_result(cfg, run_dir, None, attempt, Outcome(
             Status.FAILED, step=None, error=error, traceback=traceback.format_exc(limit=8), wall_time_s=clock.seconds)))
         note(f"failed before training started: {error}")
         raise RunFailed(run_dir, error) from exc
     if trainer.world_size > 1:  # DDP: a checkpoint is saved by every process together; Lightning's handling stays
         stop.uninstall()
-    write(run_dir / "result.json", {**(read_result(run_dir) or {}), **run_result(cfg, run_dir, trainer, attempt)})
+    write(result_path(run_dir), {**(read_result(run_dir) or {}), **run_result(cfg, run_dir, trainer, attempt)})
     note(f"ablate train: {'resuming from ' + str(resume) if resume else 'training from the first step'} "
          f"({run_precision(cfg)}, {kernel}, device {device})")
     for line in (threads, summary_line(system.model, cfg, system.n_params["total"]), kernel_note):
@@ -303,7 +304,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         if resume is not None and values.restored is None:  # stopped before it read its checkpoint: what it holds
             earlier = read_result(run_dir) or {}  # is what the attempt before recorded (its step, final, best)
             result.update({k: earlier[k] for k in ("step", "final", "best", "train_tokens") if k in earlier})
-        write(run_dir / "result.json", result)  # whole: an earlier attempt's error or scores no longer apply
+        write(result_path(run_dir), result)  # whole: an earlier attempt's error or scores no longer apply
         if interrupted is not None:
             interrupted.step = result.get("step")
         for logger in trainer.loggers:

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from ablate.runs.files import resume_command
+from ablate.runs.files import last_checkpoint, resume_command
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -31,7 +31,7 @@ class Interrupted(BaseException):
         if self.run_dir is None or self.removed:
             return (f"interrupted by {self.name} before training started: nothing was written"
                     + (f" ({self.run_dir} was new: removed, as it was before)" if self.run_dir else ""))
-        last = self.run_dir / "checkpoints" / "last.ckpt"
+        last = last_checkpoint(self.run_dir)
         where = ("before training started" if self.step is None else
                  f"at step {self.step}, saved in {last}" if last.is_file() else
                  f"at step {self.step}, before its first checkpoint")

@@ -5,8 +5,6 @@ score and record."""
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 import pytest
 
@@ -14,12 +12,9 @@ from ablate.errors import ConfigError
 from ablate.evaluate import add_evaluate_parser, evaluate_run
 from ablate.runs.files import step_checkpoints
 from ablate.runs.files import read_metrics
+from tests.conftest import result_of
 
 TEST_LINES = 1000  # test_2016_flickr
-
-
-def _result(run_dir: Path) -> dict:
-    return json.loads((run_dir / "result.json").read_text())
 
 
 def test_val_bleu_is_logged_at_every_validation_and_the_last_steps_are_kept(run_dir):
@@ -31,7 +26,7 @@ def test_evaluate_run_writes_translations_and_merges_bleu_into_the_result(run_di
     out = evaluate_run(run_dir, beam=2, max_len_b=5)
     lines = (run_dir / "translations.test.txt").read_text().split("\n")
     assert len(lines) == TEST_LINES + 1 and lines[-1] == ""  # one line per sentence, newline-terminated
-    result = _result(run_dir)
+    result = result_of(run_dir)
     assert result["status"] == "finished" and "final" in result  # merged, not replaced
     assert result["test/bleu"] == out["test/bleu"] and 0.0 <= result["test/bleu"] <= 100.0
     assert result["test/bleu_signature"].startswith("nrefs:1|") and "tok:13a" in result["test/bleu_signature"]
@@ -45,7 +40,7 @@ def test_evaluate_run_averages_the_last_checkpoints(run_dir):
     assert (out["decode"]["checkpoints"] == [p.name for p in step_checkpoints(run_dir)]
             and out["decode"]["search"] == "greedy")
     assert len((run_dir / "translations.val.txt").read_text().splitlines()) == 40
-    assert "val/bleu" in _result(run_dir)
+    assert "val/bleu" in result_of(run_dir)
     with pytest.raises(ConfigError, match="average-last=3"):
         evaluate_run(run_dir, average_last=3)
 

@@ -17,6 +17,13 @@ FAST = TINY + ["train.max_steps=8", "train.val_every=4", "train.log_every=2", "t
                "logger=none"]
 
 
+def write_sweep(tmp_path: Path, text: str) -> Path:
+    """``text``, dedented, as ``tmp_path/sweep.yaml``."""
+    path = tmp_path / "sweep.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
 def sweep_file(tmp: Path, rows: str, name: str = "t") -> Path:
     """A sweep file of ``rows`` (YAML list items) over the tiny FAST config, in ``tmp``."""
     overrides = ", ".join(FAST)

@@ -4,8 +4,6 @@ a ladder refused in one line."""
 
 from __future__ import annotations
 
-import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -13,19 +11,14 @@ from ablate.errors import ConfigError
 from ablate.sweep import load_sweep, plan_sweep
 from ablate.sweep.plan import plan_record
 from tests.conftest import REPO
+from tests.sweep.conftest import write_sweep
 from tests.sweep.test_match import paper_count
 
 BASE = f"{{config: {REPO / 'configs' / 'multi30k.yaml'}, overrides: [data.vocab_size=1000]}}"
 
 
-def _write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "sweep.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
 def test_every_run_records_its_level_of_every_factor(tmp_path):
-    sweep = load_sweep(_write(tmp_path, f"""
+    sweep = load_sweep(write_sweep(tmp_path, f"""
         base: {BASE}
         rows: [{{name: base}}, {{name: pre, model.norm_position: pre}}]
         ladder:
@@ -50,7 +43,7 @@ def test_every_run_records_its_level_of_every_factor(tmp_path):
 def test_a_matched_budget_is_held_to_the_base_row_at_the_same_step(tmp_path):
     """A GLU row matched to the base's parameters at each size: d_ff solved per step, each within 0.5 % of the
     paper's formula for the base at that step."""
-    sweep = load_sweep(_write(tmp_path, f"""
+    sweep = load_sweep(write_sweep(tmp_path, f"""
         base: {BASE}
         match: params
         rows: [{{name: base}}, {{name: small_dk, model.d_k: 4}}]
@@ -82,7 +75,7 @@ def test_a_matched_budget_is_held_to_the_base_row_at_the_same_step(tmp_path):
 ])
 def test_a_bad_ladder_is_refused_naming_its_key(tmp_path, text, key):
     with pytest.raises(ConfigError) as err:
-        load_sweep(_write(tmp_path, f"base: {BASE}\n" + text))
+        load_sweep(write_sweep(tmp_path, f"base: {BASE}\n" + text))
     assert err.value.key == key
 
 

@@ -14,7 +14,7 @@ import pytest
 from ablate.sweep import load_sweep
 from ablate.sweep.bayes import BayesSearch
 from tests.conftest import REPO, TINY
-from tests.sweep.conftest import ablate_here, plan_of, run_statuses
+from tests.sweep.conftest import ablate_here, plan_of, run_statuses, write_sweep
 
 QUICK = TINY + ["train.log_every=2", "trainer.enable_progress_bar=false", "logger=none"]
 
@@ -55,16 +55,10 @@ def test_bayes_finds_a_better_point_than_random_search_on_a_quadratic(tmp_path):
     assert max(bayes_best) < 0.05  # it homes in on the minimum
 
 
-def _write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "sweep.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
 @pytest.mark.slow
 def test_a_local_bayes_sweep_runs_plans_as_it_goes_and_resumes(tmp_path):
     overrides = ", ".join(QUICK + ["train.max_steps=4", "train.val_every=2"])
-    path = _write(tmp_path, f"""
+    path = write_sweep(tmp_path, f"""
         name: bo
         method: bayes
         run_cap: 3
@@ -90,7 +84,7 @@ def test_hyperband_stops_the_runs_its_rule_stops(tmp_path):
     cannot finish before the pool's next look (every 2 s) however fast this machine is."""
     overrides = json.dumps(QUICK + ["train.max_steps=40", "train.val_every=5", "train.schedule=constant",
                                     "train.schedule_args={warmup: 0}"])[1:-1]  # JSON strings: valid YAML
-    path = _write(tmp_path, f"""
+    path = write_sweep(tmp_path, f"""
         name: hb
         early_terminate: {{type: hyperband, min_iter: 2, eta: 2}}
         base: {{config: {REPO / 'configs/default.yaml'}, overrides: [{overrides}]}}
@@ -114,7 +108,7 @@ def test_hyperband_stops_the_runs_its_rule_stops(tmp_path):
 @pytest.mark.slow
 def test_no_run_starts_once_one_reaches_the_metric_target(tmp_path):
     overrides = ", ".join(QUICK + ["train.max_steps=4", "train.val_every=2"])
-    path = _write(tmp_path, f"""
+    path = write_sweep(tmp_path, f"""
         name: tg
         metric: {{name: val/loss, goal: minimize, target: 100.0}}
         base: {{config: {REPO / 'configs/default.yaml'}, overrides: [{overrides}]}}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -13,16 +12,11 @@ import yaml
 from ablate.errors import ConfigError
 from ablate.sweep import load_sweep, plan_sweep, run_config
 from tests.conftest import REPO, SHARED_DATA
-
-
-def _write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "sweep.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
+from tests.sweep.conftest import write_sweep
 
 
 def test_grid_expands_rows_then_parameters_with_seeds_innermost(tmp_path):
-    sweep = load_sweep(_write(tmp_path, """
+    sweep = load_sweep(write_sweep(tmp_path, """
         method: grid
         rows:
           - {name: base}
@@ -42,7 +36,7 @@ def test_grid_expands_rows_then_parameters_with_seeds_innermost(tmp_path):
 
 
 def test_nested_wandb_parameters_flatten_to_dotted_keys(tmp_path):
-    sweep = load_sweep(_write(tmp_path, """
+    sweep = load_sweep(write_sweep(tmp_path, """
         parameters:
           model:
             parameters:
@@ -61,7 +55,7 @@ def test_random_is_seeded_capped_and_replicated_over_seeds(tmp_path):
           model.d_ff: {distribution: int_uniform, min: 64, max: 256}
           seed: {values: [0, 1]}
     """
-    a, b = load_sweep(_write(tmp_path, text)).points(), load_sweep(_write(tmp_path, text)).points()
+    a, b = load_sweep(write_sweep(tmp_path, text)).points(), load_sweep(write_sweep(tmp_path, text)).points()
     assert a == b and len(a) == 6
     assert [p.seed for p in a] == [0, 1] * 3
     assert a[0].values == a[1].values  # each sample is replicated over the seeds
@@ -81,11 +75,11 @@ def test_random_is_seeded_capped_and_replicated_over_seeds(tmp_path):
 )
 def test_bad_sweep_files_get_one_clear_error(tmp_path, text, pattern):
     with pytest.raises(ConfigError, match=pattern):
-        load_sweep(_write(tmp_path, text)).points()
+        load_sweep(write_sweep(tmp_path, text)).points()
 
 
 def test_every_run_config_is_validated_before_anything_runs(tmp_path):
-    sweep = load_sweep(_write(tmp_path, f"""
+    sweep = load_sweep(write_sweep(tmp_path, f"""
         base: {REPO / 'configs' / 'default.yaml'}
         parameters:
           model.n_heads: {{values: [4, 5]}}
@@ -96,7 +90,7 @@ def test_every_run_config_is_validated_before_anything_runs(tmp_path):
 
 
 def test_plan_identity_is_stable_and_names_the_changed_factors(tmp_path):
-    sweep = load_sweep(_write(tmp_path, f"""
+    sweep = load_sweep(write_sweep(tmp_path, f"""
         name: ids
         base: {{config: {REPO / 'configs' / 'default.yaml'}, overrides: [train.max_steps=10]}}
         rows:
@@ -159,7 +153,7 @@ ROW_KEYS = ["model.dropout", "train.lr", "seed", "model.positional"]
 
 @pytest.mark.parametrize("key", ROW_KEYS)
 def test_a_row_may_not_set_a_key_the_parameters_sweep(tmp_path, key):
-    path = _write(tmp_path, f"""
+    path = write_sweep(tmp_path, f"""
         rows: [{{name: base}}, {{name: changed, {key}: 1}}]
         parameters:
           {key}: {{values: [0, 1]}}
@@ -175,7 +169,7 @@ SHAPES = {"value": 0.1, "values": [0.1, 0.2], "min": 0.0}
 @pytest.mark.parametrize("pair", [("value", "values"), ("value", "min"), ("values", "min")])
 def test_a_parameter_gives_one_shape_of_values(tmp_path, pair):
     spec = {k: SHAPES[k] for k in pair} | ({"max": 0.3} if "min" in pair else {})
-    path = _write(tmp_path, f"parameters:\n  model.dropout: {yaml.safe_dump(spec, default_flow_style=True)}")
+    path = write_sweep(tmp_path, f"parameters:\n  model.dropout: {yaml.safe_dump(spec, default_flow_style=True)}")
     with pytest.raises(ConfigError, match=f"this one gives {pair[0]} and {pair[1]}"):
         load_sweep(path)
 

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from ablate.config import load_config
 from ablate.sweep import warm
 from ablate.sweep.runner import _ablate
-from tests.conftest import REPO, TINY
+from tests.conftest import REPO, TINY, result_of
 
 pytestmark = pytest.mark.slow
 
@@ -30,17 +30,13 @@ def _config(tmp: Path, name: str, *extra: str) -> Path:
     return path
 
 
-def _result(run_dir: Path) -> dict:
-    return json.loads((run_dir / "result.json").read_text())
-
-
 def test_a_warm_run_is_bit_identical_to_a_fresh_interpreters(tmp_path):
     assert warm.enabled()
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     codes = [_ablate(["train", str(_config(tmp_path, name))], tmp_path / f"{name}.log", env, None, fresh=fresh)
              for name, fresh in (("warm", False), ("fresh", True))]
     assert codes == [0, 0]
-    warm_result, fresh_result = _result(tmp_path / "warm"), _result(tmp_path / "fresh")
+    warm_result, fresh_result = result_of(tmp_path / "warm"), result_of(tmp_path / "fresh")
     assert warm_result["final"]["val/loss"] == fresh_result["final"]["val/loss"]
     a = torch.load(tmp_path / "warm" / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
     b = torch.load(tmp_path / "fresh" / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
@@ -51,7 +47,7 @@ def test_a_warm_run_is_bit_identical_to_a_fresh_interpreters(tmp_path):
 def test_a_warm_run_sees_its_slots_environment(tmp_path):
     code = _ablate(["train", str(_config(tmp_path, "env"))], tmp_path / "env.log",
                    {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}, None)
-    result = _result(tmp_path / "env")
+    result = result_of(tmp_path / "env")
     assert code == 0 and result["threads"] == 1 and result["visible_devices"] == ""
 
 
@@ -62,7 +58,7 @@ def test_a_failing_warm_run_exits_as_a_fresh_one_does(tmp_path):
     codes = [_ablate(["train", str(_config(tmp_path, name, *diverges))], tmp_path / f"{name}.log",
                      {"OMP_NUM_THREADS": "1"}, None, fresh=fresh) for name, fresh in (("w", False), ("f", True))]
     assert codes == [1, 1]
-    assert _result(tmp_path / "w")["status"] == _result(tmp_path / "f")["status"] == "failed"
+    assert result_of(tmp_path / "w")["status"] == result_of(tmp_path / "f")["status"] == "failed"
     assert _ablate(["train", "no-such.yaml"], tmp_path / "bad.log", {}, None) == 2  # bad input: exit 2
 
 
@@ -75,7 +71,7 @@ def test_a_script_without_a_main_guard_can_run_warm_runs(tmp_path):
                       f"{{'OMP_NUM_THREADS': '1'}}, None))\n")
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert done.stdout.strip() == "code 0", done.stderr[-2000:]
-    assert _result(tmp_path / "script")["status"] == "finished"
+    assert result_of(tmp_path / "script")["status"] == "finished"
 
 
 def _exit_as_a_warm_run(leave: bool) -> None:

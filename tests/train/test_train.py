@@ -18,13 +18,9 @@ from ablate.errors import ConfigError
 from ablate.runs.files import read_metrics
 from ablate.runs.metrics import known
 from ablate.train.run import RunFailed, train
-from tests.conftest import REPO, TINY
+from tests.conftest import REPO, TINY, result_of
 
 FAST = ["train.max_steps=12", "train.val_every=6", "train.log_every=3", "trainer.enable_progress_bar=false"]
-
-
-def _result(run_dir: Path) -> dict:
-    return json.loads((run_dir / "result.json").read_text())
 
 
 def test_train_cli_on_the_embedded_task_writes_a_complete_run_dir(in_tmp):
@@ -34,7 +30,7 @@ def test_train_cli_on_the_embedded_task_writes_a_complete_run_dir(in_tmp):
     assert out.returncode == 0, out.stderr[-2000:]
     run_dir = Path(out.stdout.strip().splitlines()[-1])  # the last line is the run directory
     assert run_dir == Path("runs/smoke")
-    result = _result(run_dir)
+    result = result_of(run_dir)
     assert result["status"] == "finished" and result["step"] == 12
     assert result["parameters"] == ablate.count_parameters(
         ablate.build_model(ablate.load_config(REPO / "configs/default.yaml")))["total"]
@@ -68,7 +64,7 @@ def test_a_run_validates_at_its_last_step_whatever_val_every(in_tmp, steps, ever
                                                             f"train.val_every={every}", "logger=none",
                                                             "trainer.enable_progress_bar=false", "output_dir=run"])
     run_dir = train(cfg)  # the tiny model: the schedule of validations does not depend on the model's size
-    result = _result(run_dir)
+    result = result_of(run_dir)
     assert [r["step"] for r in read_metrics(run_dir) if "val/loss" in r] == validated
     assert result["status"] == "finished" and result["step"] == steps and "val/loss" in result["final"]
     assert result["best"]["val/loss"] <= result["final"]["val/loss"] + 1e-6
@@ -88,7 +84,7 @@ def test_a_run_directory_belongs_to_one_config(in_tmp):
                                                     "train.max_steps: 12 -> 18")):
         train(other)
     assert {p: p.read_bytes() for p in Path("run").rglob("*") if p.is_file() and ".lock" not in p.name} == files
-    assert train(first) == Path("run") and _result(Path("run"))["step"] == 12  # its own config: nothing to do
+    assert train(first) == Path("run") and result_of(Path("run"))["step"] == 12  # its own config: nothing to do
 
 
 def test_a_loss_that_turns_nan_between_checks_fails_the_run_with_its_step(in_tmp):
@@ -99,7 +95,7 @@ def test_a_loss_that_turns_nan_between_checks_fails_the_run_with_its_step(in_tmp
     Path("run").mkdir()  # a folder that was there: marked failed (one train() made would be removed)
     with pytest.raises(RunFailed):
         train(cfg)
-    result = _result(Path("run"))
+    result = result_of(Path("run"))
     assert result["status"] == "failed" and re.fullmatch(r"FloatingPointError: train/loss is (nan|inf) at step \d",
                                                          result["error"])
     json.loads((Path("run") / "result.json").read_text(), parse_constant=_strict)  # strict JSON, NaN or not
@@ -171,7 +167,7 @@ def test_a_nan_loss_fails_the_run_and_records_why(in_tmp):
     Path("run").mkdir()  # a folder that was there: marked failed (one train() made would be removed)
     with pytest.raises(RunFailed, match="result.json"):
         train(cfg)
-    result = _result(Path("run"))
+    result = result_of(Path("run"))
     assert result["status"] == "failed" and ("inf" in result["error"] or "nan" in result["error"])
 
 
@@ -181,7 +177,7 @@ def test_multi30k_slice_trains(in_tmp, shared_data):
         f"data.path={shared_data / 'multi30k'}", "data.limit_train=1000", "data.limit_val=64",
         "data.vocab_size=300", f"data.cache_dir={in_tmp / 'cache'}", "model.d_model=32", "model.n_heads=4",
         "model.d_ff=64", "model.n_layers=1", "data.max_tokens=1024", "output_dir=run", "train.schedule_args.warmup=6"])
-    result = _result(train(cfg))
+    result = result_of(train(cfg))
     assert result["status"] == "finished"
     assert result["final"]["val/loss"] < math.log(300)  # better than a uniform guess over the vocabulary
 
@@ -193,7 +189,7 @@ def test_tinyshakespeare_slice_trains(in_tmp, shared_data):
         "data.vocab_size=300", f"data.cache_dir={in_tmp / 'cache'}", "model.d_model=32", "model.n_heads=4",
         "model.d_ff=64", "model.n_layers=1", "data.max_len=32", "data.batch_size=8", "output_dir=run",
         "train.schedule_args.warmup=6"])
-    result = _result(train(cfg))
+    result = result_of(train(cfg))
     assert result["status"] == "finished"
     assert result["final"]["val/loss"] < math.log(300)  # better than a uniform guess over the vocabulary
 
@@ -209,7 +205,7 @@ def test_ddp_on_cpu_with_two_processes(in_tmp):
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines() == ["ddp"]  # printed once, by rank 0
     assert "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2" in out.stderr
-    result = _result(Path("ddp"))
+    result = result_of(Path("ddp"))
     assert result["status"] == "finished" and result["step"] == 12
 
 
@@ -229,7 +225,7 @@ def test_a_components_auxiliary_loss_is_logged_apart_in_a_real_run(in_tmp):
     cfg = ablate.load_config(REPO / "configs/default.yaml", [*TINY, *FAST, "model.ffn=switch",
                                                             "model.ffn_args.z_weight=0.001", "output_dir=run"])
     run_dir = train(cfg)
-    rows, result = read_metrics(run_dir), _result(run_dir)
+    rows, result = read_metrics(run_dir), result_of(run_dir)
     assert result["status"] == "finished"
     for name in ("load_balance", "router_z"):
         train_values = [r[f"train/aux/{name}"] for r in rows if f"train/aux/{name}" in r]
