@@ -8,6 +8,7 @@ holds a single token that cannot be broken (a long variant name, a path) or a ro
 from __future__ import annotations
 
 import io
+import os
 import re
 
 import pytest
@@ -102,7 +103,7 @@ def test_the_width_is_columns_else_the_terminal_s_else_120(monkeypatch):
     assert terminal_width(Stream(tty=False)) == terminal_width(Stream(tty=True)) == 80
     monkeypatch.delenv("COLUMNS")
     assert terminal_width(Stream(tty=False)) == WIDTH  # a pipe, a log file
-    monkeypatch.setattr("shutil.get_terminal_size", lambda fallback: type("Size", (), {"columns": 93})())
+    monkeypatch.setattr("shutil.get_terminal_size", lambda fallback=(80, 24): os.terminal_size((93, 24)))  # pytest asks too
     assert terminal_width(Stream(tty=True)) == 93
 
 
