@@ -103,7 +103,8 @@ def test_the_width_is_columns_else_the_terminal_s_else_120(monkeypatch):
     assert terminal_width(Stream(tty=False)) == terminal_width(Stream(tty=True)) == 80
     monkeypatch.delenv("COLUMNS")
     assert terminal_width(Stream(tty=False)) == WIDTH  # a pipe, a log file
-    monkeypatch.setattr("shutil.get_terminal_size", lambda fallback=(80, 24): os.terminal_size((93, 24)))  # pytest asks too
+    # an os.terminal_size: pytest's own writer asks for the size during the test too
+    monkeypatch.setattr("shutil.get_terminal_size", lambda fallback=(80, 24): os.terminal_size((93, 24)))
     assert terminal_width(Stream(tty=True)) == 93
 
 
