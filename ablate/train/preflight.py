@@ -116,7 +116,7 @@ def check_trainer(cfg: DictConfig) -> None:
     Raises:
         ConfigError: Lightning refused them; the key is the setting its message names.
     """
-    from ablate.train.precision import resolve_precision
+    from ablate.train.precision import run_precision
 
     t = cfg.trainer
     quiet = logging.getLogger("pytorch_lightning")
@@ -125,7 +125,7 @@ def check_trainer(cfg: DictConfig) -> None:
     # which would leave logging's per-logger cache saying INFO is off after the level is back)
     try:
         pl.Trainer(accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
-                   precision=resolve_precision(t.precision, t.accelerator), logger=False, enable_checkpointing=False,
+                   precision=run_precision(cfg), logger=False, enable_checkpointing=False,
                    enable_progress_bar=False, enable_model_summary=False, max_steps=1,
                    **{k: v for k, v in OmegaConf.to_container(t.extra, resolve=True).items() if k != "callbacks"})
     except Exception as exc:  # MisconfigurationException, ValueError, TypeError: whatever Lightning raises
