@@ -335,6 +335,20 @@ def test_an_open_ended_sweep_dry_runs_its_first_points(tmp_path):
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--max-runs=0" in bad.stderr
 
 
+def _early_run(sweep_dir: Path, before: int) -> bool:
+    """A run is training and has not validated past step ``before`` (its progress file), so a signal now lands
+    while it is in flight, not in its last steps."""
+    for run, status in zip(plan_of(sweep_dir)["runs"], run_statuses(sweep_dir)):
+        progress = sweep_dir / run["run_dir"] / "progress.json"
+        try:
+            step = json.loads(progress.read_text())["step"] if progress.is_file() else 0
+        except (ValueError, KeyError):  # being written
+            continue
+        if status == "running" and step < before:
+            return True
+    return False
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_an_open_ended_sweep_stopped_by_ctrl_c_keeps_its_runs_and_resumes(tmp_path, stop):
@@ -344,7 +358,7 @@ def test_an_open_ended_sweep_stopped_by_ctrl_c_keeps_its_runs_and_resumes(tmp_pa
     deadline = time.time() + 300
     while time.time() < deadline and (not (sweep_dir / "plan.json").is_file() or
                                       run_statuses(sweep_dir).count("finished") < 3 or
-                                      "running" not in run_statuses(sweep_dir)):  # stop it with a run in flight
+                                      not _early_run(sweep_dir, before=60)):  # stop it with a run in flight
         time.sleep(0.1)
     if stop == signal.SIGINT:
         os.killpg(proc.pid, stop)  # Ctrl-C: the terminal signals the sweep and its runs
