@@ -1,8 +1,9 @@
 """The design of a comparison, fixed before any run: the family's error, its rows, the margin, the seeds and the looks.
 
 - **Family.** Every verdict of a table together is wrong with probability at most ``alpha``: each of the ``rows``
-  comparisons with the base gets ``alpha / rows`` (Bonferroni), and its interval is the inverted test at that
-  level, so "the interval excludes 0" and "better / worse" are one statement.
+  comparisons with the base, on each of the ``metrics`` judged metrics, gets ``alpha / (rows · metrics)``
+  (Bonferroni: the union bound holds whatever the metrics' correlation, and whenever each row stops), and its
+  interval is the inverted test at that level, so "the interval excludes 0" and "better / worse" are one statement.
 - **Margin.** The smallest difference that matters, in the metric's units (``0.02``) or relative to the base's
   mean (``"2%"``). With one, an interval inside ±margin says *equivalent*.
 - **Seeds.** Every row starts with the sweep's seeds (``first``). A *fixed* design looks once, at the seeds it ran.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ablate.errors import ConfigError
@@ -65,6 +66,33 @@ class Margin:
         return f"{self.value:g}%" if self.relative else f"{self.value:g}"
 
 
+GOALS = ("minimize", "maximize")
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A metric every row is judged on: its name as runs log it, its goal, and its own margin (None: none)."""
+
+    name: str
+    goal: str = "minimize"
+    margin: Margin | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "goal": self.goal, "margin": _margin_json(self.margin)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], source: str = "plan.json") -> Judged:
+        goal = data.get("goal", "minimize")
+        if goal not in GOALS:
+            raise ConfigError("metrics.goal", goal, f"one of {', '.join(GOALS)}", source)
+        return cls(str(data["name"]), goal, Margin.parse(data.get("margin"), "metrics.margin", source))
+
+
+def _margin_json(margin: Margin | None) -> float | str | None:
+    """A margin as a file holds it: its number, or ``"2%"``."""
+    return None if margin is None else str(margin) if margin.relative else margin.value
+
+
 @dataclass(frozen=True)
 class Design:
     """How the rows of a sweep are compared with its base (see the module docstring)."""
@@ -74,6 +102,7 @@ class Design:
     margin: Margin | None = None
     first: tuple[int, ...] = ()  # the seeds every row starts with, in order
     max_seeds: int | None = None  # sequential: add seeds to undecided rows up to this many; None: fixed
+    metrics: int = 1  # the judged metrics: every row is judged on each, and the family counts rows x metrics
 
     @property
     def sequential(self) -> bool:
@@ -81,8 +110,12 @@ class Design:
 
     @property
     def row_alpha(self) -> float:
-        """Each row's share of the family's error (Bonferroni)."""
-        return self.alpha / max(1, self.rows)
+        """Each comparison's share of the family's error (Bonferroni over rows x metrics)."""
+        return self.alpha / (max(1, self.rows) * max(1, self.metrics))
+
+    def judging(self, metric: Judged) -> Design:
+        """This design for one of its judged metrics: that metric's margin (the family stays rows x metrics)."""
+        return replace(self, margin=metric.margin)
 
     def seeds(self, n: int) -> list[int]:
         """The first ``n`` seeds of every row: the sweep's own, then the next integers after the largest."""
@@ -105,20 +138,23 @@ class Design:
 
     def describe(self) -> str:
         """One line for a report's header: the family, each row's level and the seeds."""
-        family = (f"simultaneous {1 - self.alpha:.0%} over {self.rows} row{'s' * (self.rows != 1)} "
-                  f"(Bonferroni: each row {1 - self.row_alpha:.2%})")
+        rows = f"{self.rows} row{'s' * (self.rows != 1)}"
+        if self.metrics > 1:
+            rows += f" x {self.metrics} metrics"
+        each = "each row" if self.metrics == 1 else "each row and metric"
+        family = f"simultaneous {1 - self.alpha:.0%} over {rows} (Bonferroni: {each} {1 - self.row_alpha:.2%})"
         if not self.sequential:
             return f"{family}; fixed design"
         return (f"{family}; sequential design: seeds {len(self.first)} to {self.max_seeds}, a seed at a time to "
                 f"undecided rows, error spent as (n/{self.max_seeds})^{SPENDING_RHO}")
 
     def to_json(self) -> dict[str, Any]:
-        margin = None if self.margin is None else str(self.margin) if self.margin.relative else self.margin.value
-        return {"alpha": self.alpha, "rows": self.rows, "margin": margin,
-                "first": list(self.first), "max_seeds": self.max_seeds}
+        return {"alpha": self.alpha, "rows": self.rows, "margin": _margin_json(self.margin),
+                "first": list(self.first), "max_seeds": self.max_seeds, "metrics": self.metrics}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Design:
         return cls(alpha=float(data.get("alpha", ALPHA)), rows=int(data.get("rows", 1)),
                    margin=Margin.parse(data.get("margin"), "design.margin", "plan.json"),
-                   first=tuple(int(s) for s in data.get("first") or ()), max_seeds=data.get("max_seeds"))
+                   first=tuple(int(s) for s in data.get("first") or ()), max_seeds=data.get("max_seeds"),
+                   metrics=int(data.get("metrics", 1)))

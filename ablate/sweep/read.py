@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import COMMAND_LINE, ConfigError, check_name
-from ablate.runs.metrics import allowed, known
+from ablate.runs.metrics import EVALUATED, allowed, known
 from ablate.sweep.decide import parse_decide
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.match import Match
@@ -246,4 +246,26 @@ def load_sweep(path: str | Path) -> Sweep:
                   decide=parse_decide(raw.get("decide"), source),
                   ignored=[k for k in NOT_HONOURED if k in raw], raw=raw)
     check_sequential(sweep)
+    check_judged(sweep)
     return sweep
+
+
+def check_judged(sweep: Sweep) -> None:
+    """``decide.metrics`` lists the sweep's metric (W&B's, which its engine, a target and hyperband read) with its
+    goal, and a metric only ``ablate evaluate`` writes (test/bleu) only with the sweep's ``evaluate:``.
+
+    Raises:
+        ConfigError: naming the metric's key.
+    """
+    source, metric = str(sweep.path), sweep.metric
+    listed = sweep.decide.metrics
+    if listed and not any(j.name == metric["name"] for j in listed):
+        raise ConfigError("decide.metrics", [j.name for j in listed], f"a list with the sweep's metric "
+                          f"({metric['name']}, metric.name) among them", source)
+    for i, j in enumerate(listed):
+        if j.name == metric["name"] and j.goal != metric["goal"]:
+            raise ConfigError(f"decide.metrics[{i}].goal", j.goal, f"{metric['goal']}, as metric.goal says", source)
+        if EVALUATED.match(j.name) and sweep.evaluate is None:
+            raise ConfigError(f"decide.metrics[{i}].name", j.name, "a metric training logs, or add the sweep's "
+                              f"evaluate: (e.g. {{average_last: 5, beam: 4}}): {j.name} is written by ablate evaluate "
+                              "after training", source)

@@ -20,6 +20,8 @@
     match: params                      # matched budgets (ablate.sweep.match)
     evaluate: {lengths: [1, 2, 4]}     # ablate evaluate after training
     decide: {margin: 0.05, max_seeds: 10}  # equivalence margin; seeds added until rows are decided (sweep.decide)
+    # or judged on several metrics, the family's error shared over rows x metrics:
+    # decide: {max_seeds: 7, metrics: [{name: val/loss, margin: 0.05}, {name: test/bleu, goal: maximize}]}
 
 Rows, ladder steps and swept parameters are the sweep's *factors*; each point records its level of each
 (:attr:`Point.factors`), so that a report compares a row with the base row at the same values of the others.
@@ -40,7 +42,7 @@ from typing import Any, Iterator
 
 import yaml
 
-from ablate.stats.design import Design
+from ablate.stats.design import Design, Judged
 from ablate.stats.factorial import LADDER, ROW
 from ablate.sweep.decide import Decide
 from ablate.sweep.hyperband import Hyperband
@@ -95,11 +97,20 @@ class Sweep:
         """The method that chooses the points (:mod:`ablate.sweep.methods`)."""
         return method_named(self.method)
 
+    @property
+    def judged(self) -> tuple[Judged, ...]:
+        """The metrics every row is judged on: the sweep's metric first (the report's headline), then the rest of
+        ``decide.metrics`` as listed; without them the sweep's metric alone, at ``decide.margin``."""
+        if not self.decide.metrics:
+            return (Judged(self.metric["name"], self.metric["goal"], self.decide.margin),)
+        return tuple(sorted(self.decide.metrics, key=lambda j: j.name != self.metric["name"]))
+
     def design(self, rows: int) -> Design:
-        """The sweep's design (:mod:`ablate.stats.design`) with a family of ``rows`` comparisons."""
+        """The sweep's design (:mod:`ablate.stats.design`) with a family of ``rows`` comparisons on each judged
+        metric (its margin: the first judged metric's; :meth:`Design.judging` gives each its own)."""
         first = tuple(s for s in self.seeds if isinstance(s, int))
-        return Design(alpha=self.decide.alpha, rows=max(1, rows), margin=self.decide.margin, first=first,
-                      max_seeds=self.decide.max_seeds)
+        return Design(alpha=self.decide.alpha, rows=max(1, rows), margin=self.judged[0].margin, first=first,
+                      max_seeds=self.decide.max_seeds, metrics=len(self.judged))
 
     @property
     def target(self) -> float | None:
