@@ -77,9 +77,10 @@ def metric_cell(row: VariantRow, key: str) -> str:
     return row.status if row.n_finished == 0 else "—"  # "—": finished runs that did not log this metric
 
 
-def verdict_text(report: Report, row: VariantRow, spec: str = ".3g") -> str:
-    """The verdict as the table says it: why a row is untested or undecided, and whether it is interim."""
-    c = row.comparison
+def verdict_text(report: Report, row: VariantRow, spec: str = ".3g", c: Comparison | None = None) -> str:
+    """The verdict as the table says it: why a row is untested or undecided, and whether it is interim. ``c``: the
+    comparison on a judged metric besides the headline (default: the headline's)."""
+    c = row.comparison if c is None else c
     if row.leaks_labels:
         return LEAKS
     text = c.verdict

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ablate.runs.outcome import RunRow, outcomes, read_run
-from ablate.runs.plan import read_plan_record
-from ablate.stats.design import Design
+from ablate.runs.plan import plan_path, read_plan_record
+from ablate.stats.design import Design, Judged
 
 __all__ = ["Plan", "RunRow", "outcomes", "read_plan", "read_runs"]  # RunRow, outcomes: from ablate.runs.outcome
 
@@ -33,6 +33,7 @@ class Plan:
     runs: tuple[dict[str, Any], ...]
     design: Design = Design()  # how rows are compared with the base (a fixed design when the plan names none)
     factors: tuple[dict[str, Any], ...] = ()  # the design's factors and their levels ([]: a plan without them)
+    judged: tuple[Judged, ...] = ()  # the metrics every row is judged on, the headline (``metric``) first
 
 
 def read_plan(sweep_dir: Path) -> Plan:
@@ -49,8 +50,12 @@ def read_plan(sweep_dir: Path) -> Plan:
         ConfigError: a required key is missing or the metric is malformed (the message names the key).
     """
     record = read_plan_record(sweep_dir)
+    design = Design.from_json(record.design) if record.design else Design()
+    source = str(plan_path(sweep_dir))
+    judged = tuple(Judged.from_json(j, source) for j in record.judged) or \
+        (Judged(record.metric["name"], record.goal, design.margin),)
     return Plan(record.name, record.metric["name"], record.goal, record.base_variant, record.varied_keys,
-                record.runs, Design.from_json(record.design) if record.design else Design(), record.factors)
+                record.runs, design, record.factors, judged)
 
 
 def read_runs(sweep_dir: Path, plan: Plan) -> list[RunRow]:

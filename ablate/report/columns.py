@@ -21,6 +21,7 @@ from ablate.report.cells import (FORMATS, MAX_ERROR, NUMBER, format_count, forma
                                  verdict_text)
 from ablate.report.table import LEAKS, Report, Stat, VariantRow
 from ablate.stats.compare import Comparison
+from ablate.stats.design import Judged
 from ablate.stats.verdict import DECIDED, said
 
 
@@ -61,16 +62,6 @@ def stat_fields(stat: Stat | None) -> list[Any]:
 def spread(name: str) -> tuple[str, ...]:
     """The CSV names of a statistic with a spread: ``<name>_mean``, ``_std``, ``_n``."""
     return tuple(f"{name}_{part}" for part in ("mean", "std", "n"))
-
-
-def raw_of(raw: Callable[[Comparison], Sequence[Any]], n: int) -> Callable[[VariantRow], Sequence[Any]]:
-    """A comparison's raw values; ``n`` Nones for a row without one (the base, a row not yet compared)."""
-    return lambda row: [None] * n if row.comparison is None else raw(row.comparison)
-
-
-def cell_of(cell: Callable[[Comparison], str], missing: str = "—") -> Callable[[VariantRow], str]:
-    """A comparison's displayed cell: blank for the base, ``missing`` for a row not yet compared."""
-    return lambda row: "" if row.is_base else (missing if row.comparison is None else cell(row.comparison))
 
 
 def columns(report: Report, *, error_limit: int | None = MAX_ERROR) -> list[Column]:
@@ -127,44 +118,26 @@ def _metrics(report: Report) -> list[Column]:
                            lambda row: _delta_cell(row, spec), shown=4.0, verdict=3, drop=2)]
 
 
-def _verdict_raw(row: VariantRow) -> list[Any]:
-    if row.comparison is None:
-        return [BASE if row.is_base else None]
-    return [LEAKS if row.leaks_labels else row.comparison.statement]
-
-
-def _verdict_cell(report: Report, row: VariantRow) -> str:
-    if row.is_base:
-        return BASE
-    if row.comparison is None:
-        return LEAKS if row.leaks_labels else "—"
-    return verdict_text(report, row)
-
-
 def _p_cell(c: Comparison) -> str:
     return "—" if c.p is None else (f"{c.p:.3f}" if c.p >= 0.001 else "<0.001")
 
 
 def _comparison(report: Report) -> list[Column]:
-    """The row's comparison with its base: its interval, adjusted p, pairs, seeds better, verdict, the look that
-    decided it (sequential designs), its detectable Δ, the seeds its margin needs (with a margin), how its failures
-    weighed, its skew, whether it leaks labels, and what a matched budget held."""
+    """The row's comparison with its base on the headline metric: its interval, adjusted p, pairs, seeds better,
+    verdict, the look that decided it (sequential designs), its detectable Δ, the seeds its margin needs (with a
+    margin), how its failures weighed, its skew, whether it leaks labels, and what a matched budget held; then each
+    other judged metric's Δ, interval, p and verdict (:func:`_judged`)."""
     spec, design = FORMATS.get(report.metric, NUMBER), report.design
+    raw_of, cell_of = _readers(report.metric, report.metric)
+    interval, level, p, verdict, decided = _judged(report, report.judged[0] if report.judged else None,
+                                                   report.metric)
     return [
-        Column(("ci_low", "ci_high"), raw_of(lambda c: c.interval or (None, None), 2), interval_header(report),
-               cell_of(lambda c: bounds.interval(*c.interval, spec, c.margin) if c.interval else "—"), shown=5.0,
-               verdict=4, drop=3),
-        Column(("ci_level",), raw_of(lambda c: [c.level], 1)),
-        Column(("p_adj",), raw_of(lambda c: [c.p], 1), "p (adj.)", cell_of(_p_cell), shown=6.0),
+        interval, level, p,
         Column(("paired", "pairs"), raw_of(lambda c: [c.paired, c.n], 2), "pairs", cell_of(pairs_text, ""),
                shown=9.0),
         Column(("seeds_better",), raw_of(lambda c: [c.better], 1), "seeds better",
                cell_of(lambda c: c.better or "—"), shown=7.0),
-        Column(("verdict",), _verdict_raw, "verdict", lambda row: _verdict_cell(report, row), shown=8.0, left=True,
-               verdict=5),
-        Column(("decided_at",), raw_of(lambda c: [c.decided_at], 1), "decided at",
-               cell_of(lambda c: "" if c.decided_at is None else f"{c.decided_at} seeds", ""), shown=11.0,
-               applies=design.sequential),
+        verdict, decided,
         Column(("detectable_delta",), raw_of(lambda c: [c.detectable], 1), "detectable Δ",
                cell_of(lambda c: "" if c.detectable is None else f"{c.detectable:{spec}}", ""), shown=10.0),
         Column(("margin",), raw_of(lambda c: [c.margin], 1)),
@@ -179,7 +152,85 @@ def _comparison(report: Report) -> list[Column]:
         Column(("skew", "skewed", "sign_flip_p"), raw_of(lambda c: [c.skew, c.skewed, c.sign_flip_p], 3)),
         Column(("leaks_labels",), lambda row: [row.leaks_labels]),
         Column(("matched_by", "matched_value"), lambda row: [(row.matched or {}).get(k) for k in ("by", "value")]),
+        *(column for i, j in enumerate(report.also_judged, start=1) for column in _also(report, j, i)),
     ]
+
+
+def _comparison_on(metric: str, headline: str) -> Callable[[VariantRow], Comparison | None]:
+    """A row's comparison on ``metric``: its ``comparison`` on the headline, else one of its ``judged``."""
+    return (lambda row: row.comparison) if metric == headline else (lambda row: row.judged.get(metric))
+
+
+Reader = Callable[[Callable[[Comparison], Any], Any], Callable[[VariantRow], Any]]
+
+
+def _readers(metric: str, headline: str) -> tuple[Reader, Reader]:
+    """``raw_of(raw, n)`` and ``cell_of(cell, missing)`` for the comparison on ``metric``: a comparison's raw values
+    (``n`` Nones for a row without one: the base, a row not yet compared), and its displayed cell (blank for the
+    base, ``missing`` for a row not yet compared)."""
+    of = _comparison_on(metric, headline)
+
+    def raw_of(raw: Callable[[Comparison], Sequence[Any]], n: int) -> Callable[[VariantRow], Sequence[Any]]:
+        return lambda row: [None] * n if of(row) is None else raw(of(row))
+
+    def cell_of(cell: Callable[[Comparison], str], missing: str = "—") -> Callable[[VariantRow], str]:
+        return lambda row: "" if row.is_base else (missing if of(row) is None else cell(of(row)))
+
+    return raw_of, cell_of
+
+
+def _judged(report: Report, judged: Judged | None, metric: str, prefix: str = "", at: float = 0.0,
+            view: int = 4) -> list[Column]:
+    """One judged metric's interval, adjusted p, verdict and deciding look: the headline's under their own names
+    (``prefix`` ""), another's prefixed with its name (``test/bleu_ci_low``). ``at`` offsets where they are shown,
+    ``view`` is the interval's place in the verdict view (the verdict's is next)."""
+    raw_of, cell_of = _readers(metric, report.metric)
+    spec = FORMATS.get(metric, NUMBER)
+    margin = judged.margin if judged is not None else report.design.margin
+    of = _comparison_on(metric, report.metric)
+
+    def verdict_raw(row: VariantRow) -> list[Any]:
+        c = of(row)
+        if c is None:
+            return [BASE if row.is_base else None]
+        return [LEAKS if row.leaks_labels else c.statement]
+
+    def verdict_cell(row: VariantRow) -> str:
+        c = of(row)
+        if row.is_base:
+            return BASE
+        if c is None:
+            return LEAKS if row.leaks_labels else "—"
+        return verdict_text(report, row, c=c)
+
+    name = f"{label(metric)} " if prefix else ""  # another metric's titles say which: "test BLEU verdict"
+    return [
+        Column((f"{prefix}ci_low", f"{prefix}ci_high"), raw_of(lambda c: c.interval or (None, None), 2),
+               name + interval_header(report) if not prefix else f"{name}{1 - report.design.alpha:.0%} CI",
+               cell_of(lambda c: bounds.interval(*c.interval, spec, c.margin) if c.interval else "—"),
+               shown=5.0 + at, verdict=view, drop=3 + at),
+        Column((f"{prefix}ci_level",), raw_of(lambda c: [c.level], 1)),
+        Column((f"{prefix}p_adj",), raw_of(lambda c: [c.p], 1), name + "p (adj.)", cell_of(_p_cell),
+               shown=6.0 + at),
+        Column((f"{prefix}verdict",), verdict_raw, name + "verdict", verdict_cell, shown=8.0 + at, left=True,
+               verdict=view + 1),
+        Column((f"{prefix}decided_at",), raw_of(lambda c: [c.decided_at], 1), name + "decided at",
+               cell_of(lambda c: "" if c.decided_at is None else f"{c.decided_at} seeds", ""), shown=11.0 + at,
+               applies=report.design.sequential),
+    ] + ([Column((f"{prefix}margin",), raw_of(lambda c: [c.margin], 1))] if prefix and margin is not None else [])
+
+
+def _also(report: Report, j: Judged, i: int) -> list[Column]:
+    """A judged metric besides the headline: its Δ, then :func:`_judged`'s columns, shown after the headline's
+    (the verdict view: its Δ, interval and verdict after the headline's verdict; a narrow terminal gives up its Δ
+    and interval after the headline's)."""
+    raw_of, cell_of = _readers(j.name, report.metric)
+    spec = FORMATS.get(j.name, NUMBER)
+    view = 3 + 3 * i  # the headline's take 0-5
+    delta = Column((f"{j.name}_delta",), raw_of(lambda c: [c.diff], 1), f"Δ {label(j.name)}",
+                   cell_of(lambda c: "—" if c.diff is None else f"{c.diff:+{spec}}"), shown=4.5 + 0.01 * i,
+                   verdict=view, drop=2.5 + 0.01 * i)
+    return [delta, *_judged(report, j, j.name, prefix=f"{j.name}_", at=0.5 + 0.01 * i, view=view + 1)]
 
 
 def _costs(report: Report) -> list[Column]:

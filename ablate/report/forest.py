@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from ablate.report import badges, bounds
 from ablate.report.plots import BASE_COLOR, _label, _placeholder, to_svg
 from ablate.report.table import Report
+from ablate.stats.design import Judged
 from ablate.stats.verdict import EQUIVALENT, name
 
 TITLE = "Δ {metric} against the base, {interval} (colour: verdict)"
@@ -46,21 +47,23 @@ def axis_limits(spans: list[tuple[float, float, float]], margin: float | None) -
     return (left - pad, right + pad), len(near) < len(spans)
 
 
-def deltas_svg(report: Report) -> str:
-    """(c) Each variant's Δ from the base with its simultaneous interval, coloured by its verdict's kind
-    (:data:`ablate.report.badges.PALETTE`, as the caption says); the margin, when declared, as dotted lines; a row
-    beyond the cut axis ends in an arrow with its numbers. A variant without an interval has a point, no bar.
+def deltas_svg(report: Report, metric: Judged | None = None) -> str:
+    """(c) Each variant's Δ from the base on ``metric`` (a judged metric; None: the headline) with its simultaneous
+    interval, coloured by its verdict's kind (:data:`ablate.report.badges.PALETTE`, as the caption says); the
+    metric's margin, when declared, as dotted lines; a row beyond the cut axis ends in an arrow with its numbers. A
+    variant without an interval has a point, no bar.
 
     Returns:
         An ``<svg>`` element.
     """
     from ablate.report.cells import interval_header
 
+    key, goal = (report.metric, report.goal) if metric is None else (metric.name, metric.goal)
     rows = [row for row in report.variants if not row.is_base]
     fig = Figure(figsize=(7.0, max(2.0, 0.42 * len(rows) + 1.3)))
     ax = fig.add_subplot()
-    drawn = {y: (row, row.comparison) for y, row in enumerate(rows)
-             if row.comparison is not None and row.comparison.diff is not None}
+    compared = [(row, row.comparison if key == report.metric else row.judged.get(key)) for row in rows]
+    drawn = {y: (row, c) for y, (row, c) in enumerate(compared) if c is not None and c.diff is not None}
     spans = {y: ((*c.interval, c.diff) if c.interval else (c.diff, c.diff, c.diff)) for y, (_, c) in drawn.items()}
     margin = next((c.margin for _, c in drawn.values() if c.margin), None)
     (left, right), cut = axis_limits(list(spans.values()), margin)
@@ -90,9 +93,8 @@ def deltas_svg(report: Report) -> str:
     ax.set_ylim(len(rows) - 0.5, -0.5)
     if not drawn:
         _placeholder(ax, "no variant to compare with the base yet")
-    better = "left" if report.goal == "minimize" else "right"
-    ax.set(xlabel=f"Δ {report.metric} (better to the {better})" + ("; axis cut, far rows: ▸ with their numbers"
-                                                                     if cut else ""),
-           title=TITLE.format(metric=report.metric, interval=interval_header(report)))
+    better = "left" if goal == "minimize" else "right"
+    ax.set(xlabel=f"Δ {key} (better to the {better})" + ("; axis cut, far rows: ▸ with their numbers" if cut else ""),
+           title=TITLE.format(metric=key, interval=interval_header(report)))
     ax.grid(axis="x", alpha=0.3)
-    return to_svg(fig, salt=f"{report.name}-deltas")
+    return to_svg(fig, salt=f"{report.name}-deltas" + ("" if key == report.metric else f"-{key}"))

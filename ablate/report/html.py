@@ -133,7 +133,9 @@ def header(report: Report) -> str:
     better = "lower" if report.goal == "minimize" else "higher"
     return (f"<h1>{escape(report.name)}</h1>\n"
             f'<p class="meta">Headline metric <code>{escape(report.metric)}</code>, goal: {escape(report.goal)} '
-            f"({better} is better) · base variant <code>{escape(report.base_variant)}</code> · {escape(report.date)}"
+            f"({better} is better)"
+            + "".join(f"; also judged <code>{escape(j.name)}</code>, goal: {escape(j.goal)}"
+                      for j in report.also_judged) + " · base variant <code>{escape(report.base_variant)}</code> · {escape(report.date)}"
             f" · <code>{escape(str(report.sweep_dir))}</code></p>\n"
             f'<p class="meta">Comparisons: {escape(design_note(report))}</p>\n'
             f'<p class="note{" ok" if complete else ""}">{escape(note)}</p>')
@@ -152,7 +154,7 @@ def render_html(report: Report) -> str:
     Returns:
         An HTML5 document with the table and the plots as inline SVG.
     """
-    title = f"{report.name}: {report.metric} ({report.goal})"
+    title = f"{report.name}: {report.heading}"
     curves = figure("curves", plots.curves_svg(report),
                     f"(a) Validation {report.metric} of every variant, mean over seeds with a min–max band.")
     finals = figure("finals", plots.finals_svg(report),
@@ -160,6 +162,8 @@ def render_html(report: Report) -> str:
     deltas = figure("deltas", deltas_svg(report),
                     "Each variant minus the base, bars: its simultaneous interval; dotted: the margin; "
                     f"{badges.caption()}.")
+    deltas += "".join(f"\n{figure(f'deltas-{i}', deltas_svg(report, j), f'The same on {j.name}.')}"
+                      for i, j in enumerate(report.also_judged, start=1))  # a forest plot per judged metric
     verdicts = (f'<section class="verdict-view">\n{deltas}\n<div class="tables">{variant_table(report, wide=False)}'
                 "</div>\n</section>")
     definitions = (f'<details id="definitions"><summary>What the numbers mean</summary>\n'

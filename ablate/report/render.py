@@ -82,7 +82,7 @@ def _markdown_tables(report: Report, *, wide: bool) -> list[str]:
 def format_markdown(report: Report) -> str:
     """A Markdown document: title, the verdict view (a block per stratum), every column folded, effects, trends, the
     legend and the status."""
-    lines = [f"# {report.name}: {report.metric} ({report.goal})", "", f"{report.date} · {status_note(report)}", "",
+    lines = [f"# {report.name}: {report.heading}", "", f"{report.date} · {status_note(report)}", "",
              f"Comparisons: {design_note(report)}", "", *_markdown_tables(report, wide=False),
              "<details><summary>Every column</summary>", "", *_markdown_tables(report, wide=True), "</details>", ""]
     if report.effects:
@@ -196,7 +196,7 @@ def format_terminal(report: Report, *, wide: bool = False, colour: bool = False,
         return textwrap.fill(text, max(width, len(INDENT) + 1), subsequent_indent=INDENT, break_long_words=False,
                              break_on_hyphens=False)
 
-    title = [fill(f"{report.name}: {report.metric} ({report.goal})  {report.date}"),
+    title = [fill(f"{report.name}: {report.heading}  {report.date}"),
              fill(f"comparisons: {design_note(report)}"), ""]
     grouped = blocks(report)
     headers, cells, left = view(report, [row for _, rows in grouped for row in rows], wide=wide)

@@ -12,7 +12,7 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from ablate.runs.status import SETTLED, Status
 from ablate.stats.factorial import (LADDER, SIMPLE, TREND, Contrast, Factorial, factors_of, judge, trend_verdict)
 from ablate.stats import verdict as V
 from ablate.stats.compare import Comparison
-from ablate.stats.design import Design
+from ablate.stats.design import Design, Judged
 
 TABLE_METRICS = ("val/loss", "val/ppl")
 BLEU = "val/bleu"
@@ -90,6 +90,7 @@ class VariantRow:
     curve: Curve | None
     is_base: bool
     comparison: Comparison | None = None  # against the base on the headline metric (None for the base itself)
+    judged: dict[str, Comparison] = field(default_factory=dict)  # the other judged metrics' comparisons, by name
     leaks_labels: bool = False  # its mask scores positions that see their labels: its losses are not comparable
     matched: dict[str, Any] | None = None  # a matched budget: budget, by, value, achieved, target
     stratum: str = ""  # its levels of the factors besides the row ("" without strata): compared within it
@@ -159,6 +160,19 @@ class Report:
     trends: tuple[Trend, ...] = ()  # a ladder's rows across sizes
     missing: tuple[str, ...] = ()  # strata without a base cell: their rows are not compared
     factor_names: tuple[str, ...] = ()  # the design's factors (row first)
+    judged: tuple[Judged, ...] = ()  # the metrics every row is judged on, the headline first
+
+    @property
+    def heading(self) -> str:
+        """What the report judges, for its title: ``val/loss (minimize)``, ``val/loss (minimize), test/bleu
+        (maximize)``."""
+        return ", ".join(f"{name} ({goal})" for name, goal in
+                         [(self.metric, self.goal), *((j.name, j.goal) for j in self.also_judged)])
+
+    @property
+    def also_judged(self) -> tuple[Judged, ...]:
+        """The judged metrics besides the headline, each with its own Δ, interval and verdict per row."""
+        return tuple(j for j in self.judged if j.name != self.metric)
 
     @property
     def strata(self) -> list[str]:
@@ -178,9 +192,9 @@ class Report:
         return Counter(run.status for run in self.runs)
 
 
-def metric_keys(runs: Iterable[RunRow], headline: str) -> tuple[str, ...]:
+def metric_keys(runs: Iterable[RunRow], headline: str, judged: Iterable[str] = ()) -> tuple[str, ...]:
     """The metric columns: val loss and PPL, val and test BLEU and the val loss at multiples of the training
-    length when any run has them, then the headline metric."""
+    length when any run has them, then the headline metric and the other ``judged`` ones."""
     runs = list(runs)
     keys = list(TABLE_METRICS)
     for bleu in (BLEU, TEST_BLEU):
@@ -188,8 +202,7 @@ def metric_keys(runs: Iterable[RunRow], headline: str) -> tuple[str, ...]:
             keys.append(bleu)
     lengths = {k for run in runs for k in (*run.final, *run.notes) if LENGTH.match(k)}
     keys += sorted(lengths, key=lambda k: int(LENGTH.match(k).group(1)))
-    if headline not in keys:
-        keys.append(headline)
+    keys += [k for k in dict.fromkeys([headline, *judged]) if k not in keys]
     return tuple(keys)
 
 
@@ -235,31 +248,28 @@ def factorial(plan: Plan, rows: list[VariantRow]) -> Factorial:
                      frozenset(r.name for r in rows if r.leaks_labels), {row.name: row.parameters for row in rows})
 
 
-def with_comparisons(rows: list[VariantRow], metric: str, goal: str, design: Design, design_of: Factorial):
-    """Every contrast of the family (:class:`Factorial`) judged at its share of the family's error: each row against
-    the base row of its stratum, and a two-factor design's effects or a ladder's trends. A row whose mask leaks
-    labels is shown its Δ, untested, outside the family. Returns the rows (comparison and Δ set), the design (its
-    family's size), the effects and the trends."""
+def with_comparisons(rows: list[VariantRow], judged: tuple[Judged, ...], design: Design, design_of: Factorial):
+    """Every contrast of the family (:class:`Factorial`) judged on each judged metric at its share of the family's
+    error (rows x metrics): each row against the base row of its stratum, and, on the headline metric (the first),
+    a two-factor design's effects or a ladder's trends. A row whose mask leaks labels is shown its Δ, untested,
+    outside the family. Returns the rows (comparisons and the headline's Δ set), the design (its family's size), the
+    effects and the trends."""
     family = design_of.family()
-    design = replace(design, rows=max(1, len(family)))
-    ended = {row.name: outcomes(row.runs, metric) for row in rows}
+    design = replace(design, rows=max(1, len(family)), metrics=len(judged))
     by_name = {row.name: row for row in rows}
-    found: dict[Contrast, Comparison] = {}
-    for c in design_of.contrasts:  # a contrast that repeats an earlier one (same weights) shares its judgement
-        if design_of.same[c] in found:
-            found[c] = found[design_of.same[c]]
-        elif (judged := judge_runs(c, by_name, ended, design, goal, metric)) is not None:
-            found[c] = judged
+    found = {j.name: _judged(design_of, by_name, design.judging(j), j, every=j is judged[0]) for j in judged}
+    headline = judged[0].name
     simple = {c.row: c for c in design_of.contrasts if c.kind == SIMPLE}
     out = []
     for row in rows:
-        c = found.get(simple[row.name]) if row.name in simple else None
-        if c is not None and row.leaks_labels:
-            c = replace(c, verdict=LEAKS, interval=None, p=None, level=None, decided_at=None, better=None,
-                        detectable=None, seeds_for_margin=None)  # nothing to plan or win
-        delta = 0.0 if row.is_base and row.metrics[metric] is not None else (c.diff if c else None)
-        out.append(replace(row, comparison=c, delta=delta))
-    effects = tuple(Effect(c, found.get(c)) for c in design_of.contrasts if c.kind not in (SIMPLE, TREND))
+        mine = {name: c for name, cs in found.items() if row.name in simple and (c := cs.get(simple[row.name]))}
+        if row.leaks_labels:
+            mine = {name: replace(c, verdict=LEAKS, interval=None, p=None, level=None, decided_at=None, better=None,
+                                  detectable=None, seeds_for_margin=None) for name, c in mine.items()}
+        c = mine.pop(headline, None)
+        delta = 0.0 if row.is_base and row.metrics[headline] is not None else (c.diff if c else None)
+        out.append(replace(row, comparison=c, judged=mine, delta=delta))
+    effects = tuple(Effect(c, found[headline].get(c)) for c in design_of.contrasts if c.kind not in (SIMPLE, TREND))
     rows_by = {r.name: r for r in out}
     trends = []
     for c in (c for c in design_of.contrasts if c.kind == TREND):
@@ -268,8 +278,25 @@ def with_comparisons(rows: list[VariantRow], metric: str, goal: str, design: Des
         verdicts = [r.comparison.verdict if r is not None and r.comparison else None for _, _, r in steps]
         deltas = [r.delta for _, _, r in steps if r is not None and r.delta is not None]
         mean = sum(deltas) / len(deltas) if deltas else None
-        trends.append(Trend(c.row, steps, found.get(c), trend_verdict(found.get(c), verdicts, mean)))
+        trends.append(Trend(c.row, steps, found[headline].get(c), trend_verdict(found[headline].get(c), verdicts,
+                                                                                 mean)))
     return out, design, effects, tuple(trends)
+
+
+def _judged(design_of: Factorial, rows: dict[str, VariantRow], design: Design, metric: Judged, *,
+            every: bool) -> dict[Contrast, Comparison]:
+    """The contrasts judged on one metric: all of them (``every``: the headline), else the rows against their
+    base; a contrast that repeats an earlier one (same weights) shares its judgement."""
+    ended = {name: outcomes(row.runs, metric.name) for name, row in rows.items()}
+    found: dict[Contrast, Comparison] = {}
+    for c in design_of.contrasts:
+        if not every and c.kind != SIMPLE:
+            continue
+        if design_of.same[c] in found:
+            found[c] = found[design_of.same[c]]
+        elif (judged := judge_runs(c, rows, ended, design, metric.goal, metric.name)) is not None:
+            found[c] = judged
+    return found
 
 
 def judge_runs(contrast: Contrast, rows: dict[str, VariantRow], ended: dict[str, dict[int, float]], design: Design,
@@ -320,13 +347,14 @@ def build_report(sweep_dir: Path, *, now: datetime | None = None) -> Report:
     sweep_dir = Path(sweep_dir)
     plan = read_plan(sweep_dir)
     runs = read_runs(sweep_dir, plan)
-    keys = metric_keys(runs, plan.metric)
+    keys = metric_keys(runs, plan.metric, [j.name for j in plan.judged])
     rows = [variant_row(name, group, keys, is_base=name == plan.base_variant)
             for name, group in group_by_variant(runs).items()]
     cells = factorial(plan, rows)
     rows = [replace(row, is_base=cells.is_base(row.name), stratum=cells.stratum(row.name),
                     base_name=cells.stratum_base(row.name)) for row in rows]
-    rows, design, effects, trends = with_comparisons(rows, plan.metric, plan.goal, plan.design, cells)
+    judged = plan.judged or (Judged(plan.metric, plan.goal, plan.design.margin),)
+    rows, design, effects, trends = with_comparisons(rows, judged, plan.design, cells)
     return Report(
         name=plan.name,
         metric=plan.metric,
@@ -343,4 +371,5 @@ def build_report(sweep_dir: Path, *, now: datetime | None = None) -> Report:
         trends=trends,
         missing=tuple(cells.missing),
         factor_names=tuple(f.name for f in cells.factors),
+        judged=judged,
     )

@@ -57,6 +57,11 @@ def legend(report: Report) -> str:
                  "survivors alone, its luckier seeds (nor the base from its); what they prove against it stands. Once "
                  "a row or the base has a failed run, half of its remaining error goes to Fisher's exact test of the "
                  "failure counts, which can decide the row on that ground.")
+    if report.also_judged:
+        others = ", ".join(j.name for j in report.also_judged)
+        text += (f" Every row is also judged on {others}: its Δ (row minus base), interval and verdict, read as "
+                 f"above, with that metric's goal and margin; the family's error is shared over rows x metrics. A "
+                 f"sequential design adds seeds to a row until each of its metrics is decided.")
     if any(c.interim for row in report.variants if (c := row.comparison)):
         text += " interim: runs are still going; the verdict is final once every planned run has ended."
     if any(LENGTH.match(k) for k in report.metric_keys):
@@ -92,7 +97,11 @@ def _base_phrase(report: Report) -> str:
 
 
 def design_note(report: Report) -> str:
-    """The design in one line: family, level, seeds, margin."""
+    """The design in one line: family, level, seeds, margin (each judged metric's, when there are several)."""
+    if report.also_judged:
+        margins = ", ".join(f"{j.name} ±{j.margin}" if j.margin is not None else f"{j.name} none"
+                            for j in report.judged)
+        return f"{report.design.describe()}; margins {margins}"
     margin = f"; margin ±{report.design.margin}" if report.design.margin is not None else "; no margin declared"
     return report.design.describe() + margin
 

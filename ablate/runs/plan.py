@@ -2,6 +2,7 @@
 
     <sweep_dir>/plan.json   name, description, method, metric {name, goal}, base_variant, varied_keys,
                             factors [{name, levels}], design (:meth:`ablate.stats.design.Design.to_json`),
+                            judged [{name, goal, margin}] (the metrics every row is judged on, the first the headline),
                             runs [{id, variant, seed, run_dir, ...}] (:class:`ablate.sweep.plan.PlannedRun`)
 
 :mod:`ablate.sweep.plan` writes it (:meth:`PlanRecord.to_json`), :mod:`ablate.report.collect` reads it
@@ -43,6 +44,8 @@ class PlanRecord:
     varied_keys: tuple[str, ...] = ()
     factors: tuple[dict[str, Any], ...] = ()  # a grid's factors and their levels, {name, levels}
     design: dict[str, Any] | None = None  # how rows are compared with the base (Design.to_json)
+    judged: tuple[dict[str, Any], ...] = ()  # the judged metrics (Judged.to_json), the first the headline; ()
+    # in a plan written before them: the metric alone, at the design's margin
 
     def to_json(self) -> dict[str, Any]:
         """The record as plan.json holds it."""
@@ -55,6 +58,7 @@ class PlanRecord:
             "varied_keys": list(self.varied_keys),
             "factors": list(self.factors),
             "design": self.design,
+            "judged": list(self.judged),
             "runs": list(self.runs),
         }
 
@@ -93,9 +97,13 @@ class PlanRecord:
         if not isinstance(factors, list) or not all(isinstance(f, dict) and isinstance(f.get("name"), str) and
                                                     isinstance(f.get("levels"), list) for f in factors):
             raise ConfigError("factors", factors, "a list of {name, levels} written by ablate sweep", path)
+        judged = data.get("judged") or []
+        if not isinstance(judged, list) or not all(isinstance(j, dict) and isinstance(j.get("name"), str)
+                                                   for j in judged):
+            raise ConfigError("judged", judged, "a list of {name, goal, margin} written by ablate sweep", path)
         return cls(data["name"], metric, runs, data.get("description"), data.get("method"),
                    data.get("base_variant") or (runs[0]["variant"] if runs else ""),
-                   tuple(data.get("varied_keys", ())), tuple(factors), design)
+                   tuple(data.get("varied_keys", ())), tuple(factors), design, tuple(judged))
 
     @property
     def goal(self) -> str:

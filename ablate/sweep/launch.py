@@ -65,6 +65,9 @@ def check_design(sweep: Sweep, sweep_dir: Path) -> None:
     was, now = old.get("design") or {}, sweep.design(1).to_json()
     changes = [f"{name} {was.get(key)!r} -> {now.get(key)!r}" for key, name in DESIGN_KEYS.items()
                if key in was and was.get(key) != now.get(key)]
+    judged = [j.to_json() for j in sweep.judged]
+    if old.get("judged") and old["judged"] != judged:
+        changes.append(f"decide.metrics {old['judged']!r} -> {judged!r}")
     if old.get("method") not in (None, sweep.method):
         changes.insert(0, f"method {old['method']!r} -> {sweep.method!r}")
     if changes:

@@ -287,7 +287,7 @@ def plan_of(sweep: Sweep, runs: list[PlannedRun]) -> PlanRecord:
         name=sweep.name, description=sweep.description, method=sweep.method, metric=sweep.metric,
         base_variant=base_variant(runs), varied_keys=tuple(runs[0].varied) if runs else (), factors=tuple(factors),
         design=sweep.design(len(factorial_of(runs, factors).family())).to_json(),  # the compared variants
-        runs=tuple(asdict(r) for r in runs))
+        judged=tuple(j.to_json() for j in sweep.judged), runs=tuple(asdict(r) for r in runs))
 
 
 def factor_record(sweep: Sweep) -> list[dict[str, Any]]:

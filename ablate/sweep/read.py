@@ -259,6 +259,10 @@ def check_judged(sweep: Sweep) -> None:
     """
     source, metric = str(sweep.path), sweep.metric
     listed = sweep.decide.metrics
+    if len(listed) > 1 and sweep.early_terminate is not None:
+        raise ConfigError("decide.metrics", [j.name for j in listed], "one metric with early_terminate: a run "
+                          "stopped early is compared at a step of its curve, which only the sweep's metric has",
+                          source)
     if listed and not any(j.name == metric["name"] for j in listed):
         raise ConfigError("decide.metrics", [j.name for j in listed], f"a list with the sweep's metric "
                           f"({metric['name']}, metric.name) among them", source)

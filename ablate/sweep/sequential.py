@@ -74,22 +74,28 @@ class SequentialQueue(RunQueue):
                 return
 
     def looks(self) -> dict[str, set[int]]:
-        """The seeds each cell must add: the next seed of every cell of a contrast whose last complete look left it
-        undecided with seeds to spare."""
-        metric, goal = self.sweep.metric["name"], self.sweep.metric["goal"]  # as the report reads them
-        rows = [read_run(self.sweep_dir, asdict(r), metric) for r in self.runs]
-        ended = {v: outcomes([r for r in rows if r.variant == v], metric)
-                 for v in dict.fromkeys(r.variant for r in rows)}
-        planned = {v: sum(r.variant == v for r in self.runs) for v in ended}
+        """The seeds each cell must add: the next seed of every cell of a contrast whose last complete look left
+        some judged metric of it undecided, with seeds to spare. A contrast counts as decided once every judged
+        metric is (each at its own first deciding look, as the report reads it)."""
+        rows = [read_run(self.sweep_dir, asdict(r), self.sweep.metric["name"]) for r in self.runs]
+        variants = list(dict.fromkeys(r.variant for r in rows))
+        ended = {j.name: {v: outcomes([r for r in rows if r.variant == v], j.name) for v in variants}
+                 for j in self.sweep.judged}
+        planned = {v: sum(r.variant == v for r in self.runs) for v in variants}
         needs: dict[str, set[int]] = {}
         self.decided = 0
         for contrast in self.contrasts:
             n = min(planned.get(v, 0) for v in contrast.cells)
-            if not all(ended.get(v) for v in contrast.cells):
-                continue
-            c = judge(contrast, ended, self.design, goal)
-            self.decided += c.decided_at is not None
-            if n < self.design.max_seeds and c.decided_at is None and c.look == n:
+            open_at_n, decided = False, True
+            for j in self.sweep.judged:
+                if not all(ended[j.name].get(v) for v in contrast.cells):
+                    open_at_n, decided = False, False
+                    break  # a metric not yet measured on some cell (test/bleu before its evaluation): wait
+                c = judge(contrast, ended[j.name], self.design.judging(j), j.goal)
+                decided &= c.decided_at is not None
+                open_at_n |= c.decided_at is None and c.look == n
+            self.decided += decided
+            if n < self.design.max_seeds and open_at_n:
                 for variant in contrast.cells:
                     needs.setdefault(variant, set()).add(self.design.seeds(n + 1)[-1])
         return needs
