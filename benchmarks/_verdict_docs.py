@@ -5,6 +5,7 @@ them."""
 
 from __future__ import annotations
 
+import _verdict_metrics as several
 from _verdict_rules import ISSUE, LABELS, SKEW_RULES, SKEW_SEEDS
 
 SEEDS = (2, 3, 5, 10)
@@ -73,9 +74,38 @@ def survivors_percent(results: dict) -> list[str]:
     return [f"{100 * _first(results[f'hyperband, {s}: called better (survivors only)']):.0f}" for s, _ in HYPERBAND]
 
 
+def metrics_tables(results: dict) -> list[str]:
+    """docs/verdicts.md's section on several metrics: the family's error over rows x metrics at each correlation, fixed
+    and sequential, beside the naive rule, and the seeds per row; the speculative seeds' line; power per row."""
+    rhos = several.S.RHOS
+    error = ["| 3 rows x 2 metrics (val loss, BLEU) | " + " | ".join(f"ρ = {r:g}" for r in rhos) + " | stated |",
+             "|---|" + "---:|" * (len(rhos) + 1)]
+    for kind, label, stated in (("null", "3 null rows: some verdict false", "≤ 0.05"),
+                                ("margin", "rows at 0, +m, −m, margins: some statement false", "≤ 0.05"),
+                                ("naive", "each metric at 0.05 / 3 rows, not shared, 3 null rows: some verdict false",
+                                 "(not controlled)")):
+        for i, design in enumerate(("fixed 10 seeds", "sequential 3→10, joint rule")):
+            figures = [results[several.KEYS[kind].format(rho=r)][i] for r in rhos]
+            error.append(f"| {label}, {design} | " + " | ".join(f"{f:.4f}" for f in figures) + f" | {stated} |")
+    for i, label in enumerate(("mean seeds per row, rows at 0, +m, −m, sequential: joint rule (both metrics)",
+                               "the same, val loss alone (3 rows, the single-metric design)")):
+        figures = [results[several.KEYS["seeds"].format(rho=r)][i] for r in rhos]
+        error.append(f"| {label} | " + " | ".join(f"{f:.2f}" for f in figures) + " | |")
+    differ, readings, spared = results[several.SPECULATIVE]
+    speculative = (f"With 1 or 2 speculative seeds per row beyond its stop look ({spared:,.0f} of {readings / 2:,.0f} "
+                   f"rows had one), {differ:.0f} of {readings:,.0f} readings (sweep x row x metric) changed verdict, Δ "
+                   "or interval.")
+    power = [f"| power per row at Δ = 1 sd (ρ = {several.POWER_RHO:g}) | fixed 10 | sequential 3→10 | mean seeds, "
+             "sequential |", "|---|---:|---:|---:|"]
+    for label, *_ in several.POWER:
+        fixed, seq, seeds = results[several.power_key(label)]
+        power.append(f"| {label} | {fixed:.3f} | {seq:.3f} | {seeds:.2f} |")
+    return ["\n".join(error), speculative, "\n".join(power)]
+
+
 def verdicts_tables(results: dict) -> list[str]:
-    """docs/verdicts.md's tables: the issue's counts before and after, the family's error before and after, and the
-    skew rules' error and power side by side."""
+    """docs/verdicts.md's tables: the issue's counts before and after, the family's error before and after, the
+    skew rules' error and power side by side, and the section on several metrics (:func:`metrics_tables`)."""
     counts = ["| rows (of 1,200) | before | after |", "|---|---:|---:|"]
     counts += [f"| {label} | {results[f'{ISSUE}: {label}'][0]:.0f} | {results[f'{ISSUE}: {label}'][1]:.0f} |"
                for label in LABELS.values()]
@@ -102,4 +132,4 @@ def verdicts_tables(results: dict) -> list[str]:
         tables = next(iter(found)).split(" tables")[0].rsplit(" ", 1)[1]
         shown.append(f"| {label} ({tables} tables) | " + " | ".join(
             f"{v[0]:.0f} | {v[1]:.0f}" for k in kinds for name, v in found.items() if f"report, {k}:" in name) + " |")
-    return ["\n".join(t) for t in (counts, error, skewed, shown)]
+    return ["\n".join(t) for t in (counts, error, skewed, shown)] + metrics_tables(results)

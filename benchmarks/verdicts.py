@@ -19,11 +19,16 @@ prints the rates themselves, for the README.
   written as sweep folders and read back from every format of ``ablate report`` (terminal, Markdown, HTML, CSV).
 - skew rules: lognormal rows against a normal base at 3 to 80 seeds, error and power of the t interval at the row's
   level (the rule), at half the level on a row flagged skewed, and at half the level on every row.
+- several metrics (``_verdict_metrics.py``): every row judged on val loss and BLEU, their per-seed differences
+  correlated 0, 0.5 and 0.9: some verdict of rows x metrics false (stated: at most 5%), fixed and sequential (the joint
+  rule: a row gets a seed more while any metric is undecided), beside each metric at 0.05 / rows (not shared); the
+  seeds the joint rule costs; power per row against the single-metric design; speculative seeds beyond a row's stop
+  look (stated: they change nothing).
 
     python benchmarks/verdicts.py [--quick] [--only NAMES] [--record]
 
 --quick: 4,000 sweeps per cell instead of 20,000 (10 tables through the report); --only: some sections
-(coverage,equivalence,sequential,failures,shapes,stopped,margins,formats,skew); --record: write every result to
+(coverage,equivalence,sequential,failures,shapes,stopped,margins,formats,skew,metrics); --record: write every result to
 benchmarks/verdicts.json, the file the documents' figures are checked against (tests/stats/test_documented.py).
 """
 
@@ -37,6 +42,7 @@ import numpy as np
 
 import _common as C
 import _verdict_docs as docs
+import _verdict_metrics as several
 import _verdict_rules as rules
 from ablate.stats import skew
 from ablate.stats import verdict as V
@@ -179,7 +185,8 @@ def skewed(rng, sims):
 
 
 SECTIONS = {"coverage": coverage, "equivalence": equivalence, "sequential": sequential, "failures": failures,
-            "shapes": shapes, "stopped": stopped, "margins": margins, "formats": through_report, "skew": skewed}
+            "shapes": shapes, "stopped": stopped, "margins": margins, "formats": through_report, "skew": skewed,
+            "metrics": several.several_metrics}
 RECORD = Path(__file__).resolve().parent / "verdicts.json"
 
 
