@@ -132,3 +132,30 @@ def test_every_format_carries_both_verdicts(sweep, tmp_path):
     page = render_html(report)
     assert 'id="deltas"' in page and 'id="deltas-1"' in page  # a forest plot per judged metric
     assert "Δ test/bleu (better to the right)" in page
+
+
+def test_the_w_and_b_report_table_carries_each_metric_s_verdict(sweep, tmp_path, monkeypatch):
+    """The table W&B receives (read back from the real offline run files, no server) has the same columns and values
+    as table.csv: both metrics' Δ, interval and verdict per row."""
+    import wandb
+
+    from ablate.report import upload_table
+    from tests.runs.wandb_records import RunLog
+
+    for name in ("WANDB_MODE", "WANDB_API_KEY", "WANDB_BASE_URL", "NETRC"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    report = build_report(sweep[0])
+    upload_table(report, project="ablate", entity=None, group="t3", save_dir=tmp_path / "wb", mode="offline")
+    wandb.teardown()
+    run_dir = next((tmp_path / "wb" / "wandb").glob("offline-run-*"))
+    (row,) = [r for r in RunLog(next(run_dir.glob("run-*.wandb"))).history if "report/table" in r]
+    table = json.loads((run_dir / "files" / row["report/table"]["path"]).read_text())
+    assert table["columns"] == table_columns(report)
+    got = {r[0]: dict(zip(table["columns"], r)) for r in table["data"]}
+    for variant in report.variants:
+        if not variant.is_base:
+            c = variant.judged["test/bleu"]
+            assert got[variant.name]["test/bleu_verdict"] == c.statement
+            assert got[variant.name]["test/bleu_ci_low"] == pytest.approx(c.interval[0])
+            assert got[variant.name]["verdict"] == variant.comparison.statement
