@@ -110,8 +110,11 @@ def notes(report: Report) -> list[str]:
     """One line per row whose verdict needs a reason (failed runs, too few seeds, no spread, runs stopped early), and
     one per row whose per-seed differences are strongly skewed."""
     compared = [row for row in report.variants if row.comparison is not None and not row.leaks_labels]
-    return [f"{row.name}: {row.comparison.reason}." for row in compared if row.comparison.reason] + \
-        [skew_note(row.name, row.comparison, report.design.rows) for row in compared if row.comparison.skewed]
+    others = [(f"{row.name} ({name})", c) for row in report.variants if not row.leaks_labels
+              for name, c in row.judged.items()]  # the other judged metrics' comparisons, named
+    every = [(row.name, row.comparison) for row in compared] + others
+    return [f"{name}: {c.reason}." for name, c in every if c.reason] + \
+        [skew_note(name, c, report.design.rows) for name, c in every if c.skewed]
 
 
 def skew_note(name: str, c: Comparison, rows: int) -> str:
