@@ -6,7 +6,8 @@ A 2-member array and the two solo runs of its seeds, on a slice of Multi30k (dro
 - the step checkpoints of its solo run: the same files (``step-<step>.ckpt``, the last ``train.keep_checkpoints``),
   the same weights;
 - the same ``ablate evaluate --average-last N`` BLEU;
-- the same val/bleu at every validation, in metrics.csv, progress.json and result.json's final.
+- the same val/bleu at every validation, in metrics.csv, progress.json, result.json's final and (the member's) W&B
+  run.
 
 val/bleu is decoded member by member (:class:`ablate.train.validation_bleu.MemberBleu`): member k's weights are
 copied into one solo model, which decodes as the solo run's model does. Not vmapped: greedy and beam search branch
@@ -37,9 +38,10 @@ from omegaconf import OmegaConf
 import ablate
 from ablate.evaluate import evaluate_run
 from ablate.runs.files import read_json, read_metrics, read_result, step_checkpoints
-from ablate.train.array import train_array
+from ablate.train.array import array_dir_of, train_array
 from ablate.train.run import train
 from tests.conftest import REPO, SMALL
+from tests.runs.wandb_records import RunLog
 
 STEPS, VAL_EVERY, EVERY, KEEP = 24, 8, 4, 3
 KEPT = [f"step-{s}.ckpt" for s in (16, 20, 24)]  # the last KEEP multiples of EVERY
@@ -63,9 +65,19 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
 
 @pytest.fixture(scope="module")
 def twins(shared_data, tmp_path_factory) -> list[tuple[Path, Path]]:
-    """(member, solo run) of seeds 0 and 1: a 2-member array and the solo runs, trained alike."""
+    """(member, solo run) of seeds 0 and 1: a 2-member array (each member logging to W&B, offline) and the solo
+    runs, trained alike."""
+    import wandb
+
+    from tests.runs.test_wandb import _no_credentials
+
     tmp = tmp_path_factory.mktemp("recipe")
-    train_array([_cfg(shared_data, tmp / "cache", tmp / f"array/runs/s{s}", s, *EXACT) for s in (0, 1)])
+    with pytest.MonkeyPatch.context() as mp:
+        _no_credentials(mp, tmp / "home")
+        mp.chdir(tmp)
+        train_array([_cfg(shared_data, tmp / "cache", tmp / f"array/runs/s{s}", s, *EXACT, "logger=wandb")
+                     for s in (0, 1)])
+        wandb.teardown()  # wandb-core writes a finished run's file in the background; wait for it
     for s in (0, 1):
         train(_cfg(shared_data, tmp / "cache", tmp / f"solo/s{s}", s, *EXACT))
     return [(tmp / f"array/runs/s{s}", tmp / f"solo/s{s}") for s in (0, 1)]
@@ -115,48 +127,64 @@ def test_each_member_logs_its_solo_runs_val_bleu_at_every_validation(twins):
         logged = [[int(r["step"]), r["val/bleu"]] for r in read_metrics(member) if "val/bleu" in r]
         assert logged == [[int(r["step"]), r["val/bleu"]] for r in read_metrics(solo) if "val/bleu" in r] == history
         assert read_result(member)["final"]["val/bleu"] == read_result(solo)["final"]["val/bleu"] == history[-1][1]
+        # the first offline run is training's (ablate evaluate adds its scores to the run as a later one)
+        trained = sorted(member.glob("wandb/offline-run-*/run-*.wandb"))[0]
+        synced = [[int(h["step"]), h["val/bleu"]] for h in RunLog(trained).history if "val/bleu" in h]
+        assert synced == history
         histories.append(history)
     assert histories[0] != histories[1] and any(v > 0 for h in histories for _, v in h)
 
 
+def _configs(data: Path, tmp: Path, name: str) -> list:
+    # dropout on: a resumed member draws the masks the uninterrupted one draws
+    return [_cfg(data, tmp / "cache", tmp / f"{name}/runs/s{s}", s) for s in (0, 1)]
+
+
 def _write_configs(data: Path, tmp: Path, name: str) -> list[str]:
     paths = []
-    for s in (0, 1):  # dropout on: a resumed member draws the masks the uninterrupted one draws
+    for s, cfg in enumerate(_configs(data, tmp, name)):
         path = tmp / f"{name}-s{s}.yaml"
-        path.write_text(OmegaConf.to_yaml(_cfg(data, tmp / "cache", tmp / f"{name}/runs/s{s}", s)))
+        path.write_text(OmegaConf.to_yaml(cfg))
         paths.append(str(path))
     return paths
 
 
+@pytest.mark.slow
 def test_a_killed_array_ends_with_the_step_checkpoints_of_the_uninterrupted_one(shared_data, tmp_path):
-    """Killed once a member wrote step 12, past the array's checkpoint of step 8 (unless it got to 16 first):
-    the relaunch drops what the killed attempt wrote after its checkpoint, and half-written files, and writes the
-    same steps again."""
+    """Killed once a member wrote step 12, past the array's checkpoint of step 8 (or 16, if it got there first), and
+    relaunched: member 0 ends with the uninterrupted array's step checkpoints, bit for bit. Member 1, stopped by a
+    request as the relaunch begins, keeps those up to the checkpoint the relaunch resumed from, not the killed
+    attempt's later ones (nor its half-written files)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "ablate.cli", "train-array"]
-    subprocess.run([*command, *_write_configs(shared_data, tmp_path, "whole")], check=True, env=env,
-                   capture_output=True)
+    train_array(_configs(shared_data, tmp_path, "whole"))
     configs = _write_configs(shared_data, tmp_path, "killed")
-    written = tmp_path / "killed/runs/s0/checkpoints/step-12.ckpt"
-    child = subprocess.Popen([*command, *configs], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    written = tmp_path / "killed/runs/s1/checkpoints/step-12.ckpt"  # the last member's: both are written
+    child = subprocess.Popen([sys.executable, "-m", "ablate.cli", "train-array", *configs], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while child.poll() is None and not written.is_file():  # waits for the file, not a time
         time.sleep(0.02)
     child.send_signal(signal.SIGKILL)
     child.wait()
+    killed = _configs(shared_data, tmp_path, "killed")
     assert read_result(tmp_path / "killed/runs/s0")["status"] == "running"  # killed mid-way
-    cut = tmp_path / "killed/runs/s1/checkpoints/.step-28.ckpt.k1l2.tmp"  # what a write cut short leaves
+    resumes_at = torch.load(array_dir_of(killed) / "last.ckpt", weights_only=False)["global_step"]
+    stopped = tmp_path / "killed/runs/s1"
+    assert step_checkpoints(stopped)[-1].name == f"step-{resumes_at + EVERY}.ckpt"  # written after the checkpoint
+    (stopped / "STOP").write_text("stopped as the relaunch begins\n")
+    cut = stopped / "checkpoints/.step-28.ckpt.k1l2.tmp"  # what a write cut short leaves
     cut.write_bytes(b"cut")
-    subprocess.run([*command, *configs], check=True, env=env, capture_output=True)
-    assert not cut.exists()
-    for s in (0, 1):
-        whole, resumed = tmp_path / f"whole/runs/s{s}", tmp_path / f"killed/runs/s{s}"
-        assert read_result(resumed)["resumed_from"]
-        assert [p.name for p in step_checkpoints(resumed)] == [p.name for p in step_checkpoints(whole)] == KEPT
-        for name in KEPT:
-            mine, theirs = _weights(resumed / "checkpoints" / name), _weights(whole / "checkpoints" / name)
-            assert all(torch.equal(mine[k], theirs[k]) for k in theirs), name
-        history = read_json(whole / "progress.json")["history"]
-        assert read_json(resumed / "progress.json")["history"] == history and "val/bleu" in history
+    train_array(killed)  # relaunched
+    assert not cut.exists() and read_result(stopped)["step"] == resumes_at + 1
+    assert [p.name for p in step_checkpoints(stopped)] == [f"step-{s}.ckpt" for s in
+                                                           range(EVERY, resumes_at + 1, EVERY)][-KEEP:]
+    whole, resumed = tmp_path / "whole/runs/s0", tmp_path / "killed/runs/s0"
+    assert read_result(resumed)["resumed_from"] and read_result(resumed)["status"] == "finished"
+    assert [p.name for p in step_checkpoints(resumed)] == [p.name for p in step_checkpoints(whole)] == KEPT
+    for name in KEPT:
+        mine, theirs = _weights(resumed / "checkpoints" / name), _weights(whole / "checkpoints" / name)
+        assert all(torch.equal(mine[k], theirs[k]) for k in theirs), name
+    history = read_json(whole / "progress.json")["history"]
+    assert read_json(resumed / "progress.json")["history"] == history and "val/bleu" in history
 
 
 def test_a_member_that_fails_writes_no_more_step_checkpoints(tmp_path, monkeypatch):
