@@ -41,29 +41,29 @@ class SplitBleu:
             raise ValueError(f"max_sentences={max_sentences} is not allowed; expected a positive integer or None")
         self.max_sentences, self.beam, self.alpha = max_sentences, beam, alpha
         self.batch_tokens, self.max_len_b = batch_tokens, max_len_b
-        self._splits: dict[int, tuple[list[list[int]], list[str]]] = {}  # id(task) -> its sources and references
+        self._splits: dict[Any, tuple[list[list[int]], list[str]]] = {}  # task -> its sources and references
 
     def __call__(self, model: nn.Module, task: Any, d: DictConfig) -> float:
         """The BLEU score (0 .. 100) of ``model`` (in eval mode, on its device) on ``task``'s validation split;
         ``d``: the run's ``data`` config (its special token ids)."""
-        if id(task) not in self._splits:
+        if task not in self._splits:
             n = self.max_sentences
-            self._splits[id(task)] = list(task.encoded("val")["src_ids"][:n]), task.references("val")[:n]
-        sources, references = self._splits[id(task)]
+            self._splits[task] = list(task.encoded("val")["src_ids"][:n]), task.references("val")[:n]
+        sources, references = self._splits[task]
         hypotheses = translate(model, sources, bos_id=d.bos_id, eos_id=d.eos_id, pad_id=d.pad_id, beam=self.beam,
                                alpha=self.alpha, max_len_b=self.max_len_b, batch_tokens=self.batch_tokens)
         return corpus_bleu(detokenize(hypotheses, task.tokenizer), references).score
 
 
 class ValidationBleu(pl.Callback):
-    """Logs ``val/bleu`` (:class:`SplitBleu`; its arguments are this one's) after each validation of a solo run.
+    """Logs ``val/bleu`` after each validation of a solo run: ``score`` (default: greedy, every sentence).
 
     Runs on rank zero only, for a data module with ``references``; does nothing for other tasks and during the sanity
     check. The time it takes falls inside validation, so ``train/tokens_per_s`` does not count it.
     """
 
-    def __init__(self, **settings: Any):
-        self.score = SplitBleu(**settings)
+    def __init__(self, score: SplitBleu | None = None):
+        self.score = score or SplitBleu()
 
     def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         data = trainer.datamodule
@@ -85,11 +85,11 @@ class MemberBleu(pl.Callback):
     what its solo run decodes with, so the two decode alike. Copying a member in costs one pass over its weights.
 
     Args:
-        settings: :class:`SplitBleu`'s.
+        score: what a member's val/bleu is (default: greedy, every sentence), as :class:`ValidationBleu`'s.
     """
 
-    def __init__(self, **settings: Any):
-        self.score = SplitBleu(**settings)
+    def __init__(self, score: SplitBleu | None = None):
+        self.score = score or SplitBleu()
         self._solo: nn.Module | None = None  # the solo model each member is copied into, built once
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: FusedSystem) -> None:
