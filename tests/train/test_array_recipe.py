@@ -37,7 +37,7 @@ from omegaconf import OmegaConf
 
 import ablate
 from ablate.evaluate import evaluate_run
-from ablate.runs.files import read_json, read_metrics, read_result, step_checkpoints
+from ablate.runs.files import read_json, read_metrics, read_result, step_checkpoints, step_of
 from ablate.train.array import array_dir_of, train_array
 from ablate.train.run import train
 from tests.conftest import REPO, SMALL
@@ -169,7 +169,7 @@ def test_a_killed_array_ends_with_the_step_checkpoints_of_the_uninterrupted_one(
     assert read_result(tmp_path / "killed/runs/s0")["status"] == "running"  # killed mid-way
     resumes_at = torch.load(array_dir_of(killed) / "last.ckpt", weights_only=False)["global_step"]
     stopped = tmp_path / "killed/runs/s1"
-    assert step_checkpoints(stopped)[-1].name == f"step-{resumes_at + EVERY}.ckpt"  # written after the checkpoint
+    assert step_of(step_checkpoints(stopped)[-1]) > resumes_at  # written after the checkpoint
     (stopped / "STOP").write_text("stopped as the relaunch begins\n")
     cut = stopped / "checkpoints/.step-28.ckpt.k1l2.tmp"  # what a write cut short leaves
     cut.write_bytes(b"cut")
