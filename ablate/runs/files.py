@@ -281,11 +281,21 @@ def read_metrics(run_dir: Path) -> list[dict[str, float]]:
     return sorted(rows.values(), key=lambda r: r.get("step", -1))
 
 
+STEP_STEM = "step-"  # a step checkpoint: checkpoints/step-<step>.ckpt (the weights after that many steps)
 STEP_FILE = re.compile(r"^step-(?:step=)?(\d+)\.ckpt$")  # step-1200.ckpt (step-step=1200.ckpt: metric name inserted)
+
+
+def step_checkpoint(run_dir: str | Path, step: int) -> Path:
+    """The run's step checkpoint of ``step``: ``checkpoints/step-<step>.ckpt``."""
+    return checkpoints_dir(run_dir) / f"{STEP_STEM}{step}{CHECKPOINT_SUFFIX}"
+
+
+def step_of(path: str | Path) -> int:
+    """The step a step checkpoint holds, read from its name."""
+    return int(STEP_FILE.match(Path(path).name).group(1))
 
 
 def step_checkpoints(run_dir: str | Path) -> list[Path]:
     """The run's ``checkpoints/step-*.ckpt``, oldest step first."""
-    found = [(int(m.group(1)), p) for p in checkpoints_dir(run_dir).glob(f"step-*{CHECKPOINT_SUFFIX}")
-             if (m := STEP_FILE.match(p.name))]
-    return [p for _, p in sorted(found)]
+    found = [p for p in checkpoints_dir(run_dir).glob(f"{STEP_STEM}*{CHECKPOINT_SUFFIX}") if STEP_FILE.match(p.name)]
+    return sorted(found, key=step_of)

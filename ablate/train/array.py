@@ -33,7 +33,7 @@ from ablate.runs.files import (ARRAY_FILE, BEST_CHECKPOINT, CHECKPOINTS_DIR, CON
 from ablate.runs.lock import run_lock
 from ablate.runs.status import SETTLED, Status
 from ablate.train.callbacks import ValidateAtLastStep, WallClock
-from ablate.train.checkpoints import AtomicCheckpointIO
+from ablate.train.checkpoints import AtomicCheckpointIO, checkpoint_every
 from ablate.train.fusable import why_not_fused
 from ablate.train.fused_system import FusedSystem
 from ablate.train.kernels import choose_attention_kernel, pin_attention_backends
@@ -44,6 +44,7 @@ from ablate.train.resume import ArrayResume
 from ablate.train.logs import progress
 from ablate.train.run import RunFailed, make_loggers, trainer_settings
 from ablate.train.threads import use_threads
+from ablate.train.validation_bleu import MemberBleu
 
 
 def array_dir_of(cfgs: list[DictConfig]) -> Path:
@@ -128,8 +129,11 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
         write_json(result_path(m.run_dir), {**(read_result(m.run_dir) or {}), **result(m)})
     clock = WallClock(start)
     book = Members(members, every=cfgs[0].train.log_every,
-                   record=lambda m: write_json(result_path(m.run_dir), result(m, book)))
-    callbacks = [clock, book, ValidateAtLastStep(), ArrayResume()]
+                   record=lambda m: write_json(result_path(m.run_dir), result(m, book)),
+                   keep=cfgs[0].train.keep_checkpoints, checkpoint_every=checkpoint_every(cfgs[0]))
+    # val/bleu before the book: it logs the members' validation metrics at the same hook
+    bleu = [MemberBleu()] if cfgs[0].train.val_bleu else []  # does nothing for tasks without references
+    callbacks = [clock, *bleu, book, ValidateAtLastStep(), ArrayResume()]
     status, error = Status.INTERRUPTED, None
     try:
         # at every validation, replacing the one before (no monitor: the newest is the one kept)

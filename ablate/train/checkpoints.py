@@ -1,5 +1,12 @@
 """Checkpoints: written atomically (a killed process leaves the previous checkpoint, never half a file), and
-the last k kept for checkpoint averaging (section 6.1)."""
+the last k kept for checkpoint averaging (section 6.1).
+
+A run with ``train.keep_checkpoints=k`` keeps the weights of its last k step checkpoints, one at every step that is a
+positive multiple of :func:`checkpoint_every` (never step 0; the last step only when it is such a multiple), as
+``checkpoints/step-<step>.ckpt``. A solo run writes them through Lightning (:func:`step_checkpoint_callback`), each
+member of a seed array through :func:`keep_step_weights` (:class:`ablate.train.members.Members`): the same steps, the
+same files.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +19,8 @@ from omegaconf import OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.plugins.io import TorchCheckpointIO
 
-from ablate.runs.files import CHECKPOINT_SUFFIX
+from ablate.runs.files import (CHECKPOINT_SUFFIX, STEP_STEM, TEMPORARY_SUFFIX, checkpoints_dir, step_checkpoint,
+                               step_checkpoints, step_of)
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -43,12 +51,23 @@ def clear_checkpoints(folder: Path) -> list[Path]:
     return stale
 
 
+def checkpoint_every(cfg: Any) -> int:
+    """The steps between two step checkpoints: ``train.checkpoint_every``, else ``train.val_every``."""
+    return cfg.train.checkpoint_every or cfg.train.val_every
+
+
 def step_checkpoint_callback(dirpath: str | Path, *, every_n_train_steps: int, keep: int) -> ModelCheckpoint:
     """A ModelCheckpoint that keeps the last ``keep`` checkpoints, one every ``every_n_train_steps`` steps,
-    as ``<dirpath>/step-<step>.ckpt`` (weights only: averaging needs no optimiser state)."""
+    as ``<dirpath>/step-<step>.ckpt`` (weights only: averaging needs no optimiser state).
+
+    Saved at the end of the step itself: left to itself, Lightning (2.6) puts off a step checkpoint that falls on the
+    last batch of an epoch until the next validation (meant for a monitor that validation logs), and names it by that
+    validation's step (``checkpoint_every=5`` with 5 batches an epoch and ``val_every=8`` kept steps 8, 16 and 24, not
+    5, 10, 15 and 20). ``save_on_train_epoch_end`` turns that off; with ``every_n_epochs`` 0 it saves nothing more.
+    """
     return ModelCheckpoint(
         dirpath=dirpath,
-        filename="step-{step}",
+        filename=f"{STEP_STEM}{{step}}",
         auto_insert_metric_name=False,  # step-1200.ckpt, not step-step=1200.ckpt
         every_n_train_steps=every_n_train_steps,
         save_top_k=keep,
@@ -56,6 +75,7 @@ def step_checkpoint_callback(dirpath: str | Path, *, every_n_train_steps: int, k
         mode="max",
         save_weights_only=True,
         enable_version_counter=False,  # a step saved again after a resume replaces its file
+        save_on_train_epoch_end=True,  # at its own step (see above)
     )
 
 
@@ -66,3 +86,23 @@ def save_weights(path: Path, state_dict: dict[str, Any], cfg: Any, step: int) ->
     checkpoint = {"state_dict": {f"model.{k}": v for k, v in state_dict.items()}, "global_step": step,
                   "hyper_parameters": {"config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)}}
     AtomicCheckpointIO().save_checkpoint(checkpoint, path)
+
+
+def keep_step_weights(run_dir: Path, state_dict: dict[str, Any], cfg: Any, step: int, keep: int) -> None:
+    """Write the step checkpoint of ``step`` (:func:`save_weights`) and remove the run's older ones past the newest
+    ``keep``: what :func:`step_checkpoint_callback` leaves a solo run, for a run trained elsewhere (a seed array's
+    member)."""
+    save_weights(step_checkpoint(run_dir, step), state_dict, cfg, step)
+    for path in step_checkpoints(run_dir)[:-keep]:
+        path.unlink(missing_ok=True)
+
+
+def drop_step_checkpoints_after(run_dir: Path, step: int) -> list[Path]:
+    """Remove the run's step checkpoints of steps after ``step``, and any a killed writer left half-written: an
+    attempt that resumes at ``step`` (0: starts over) writes them again. Returns what was removed."""
+    folder = checkpoints_dir(run_dir)
+    stale = [p for p in step_checkpoints(run_dir) if step_of(p) > step]
+    stale += [p for p in folder.glob(f".{STEP_STEM}*{TEMPORARY_SUFFIX}") if p.is_file()]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale

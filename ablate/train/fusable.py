@@ -16,7 +16,6 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from ablate import registry
 
 ONE_PROCESS = ("auto", "single_device")  # Lightning strategies that train in this process, on one device
-VAL_BLEU = "train.val_bleu"  # read by a task that decodes its validation split against references
 
 
 def why_not_fused(cfg: DictConfig) -> str | None:
@@ -26,20 +25,19 @@ def why_not_fused(cfg: DictConfig) -> str | None:
         The first reason, one line: a chosen variant that declares ``not_fusable`` (``"ffn 'moe': <its reason>"``,
         kinds in declaration order), else a setting of the run (``"trainer.precision=16-mixed: ..."``).
     """
-    chosen = []
     for kind in registry.kinds().values():
         name = OmegaConf.select(cfg, kind.key)
         entry = registry.get(kind.name, name, key=kind.key)
         if entry.not_fusable:
             return f"{kind.name} {name!r}: {entry.not_fusable}"
-        chosen.append(entry)
-    return _setting_reason(cfg, decodes=any(VAL_BLEU in entry.reads() for entry in chosen))
+    return _setting_reason(cfg)
 
 
-def _setting_reason(cfg: DictConfig, *, decodes: bool) -> str | None:
-    """The first setting of the run that a seed array cannot honour for each member apart; None: none.
-    ``decodes``: a chosen variant (the task) reads ``train.val_bleu``, i.e. decodes against references."""
-    trainer, train = cfg.trainer, cfg.train
+def _setting_reason(cfg: DictConfig) -> str | None:
+    """The first setting of the run that a seed array cannot honour for each member apart; None: none. (Step
+    checkpoints and val/bleu it keeps for each member: :mod:`ablate.train.members`,
+    :class:`ablate.train.validation_bleu.MemberBleu`.)"""
+    trainer = cfg.trainer
     precision = str(trainer.precision)
     if precision.startswith("16"):  # "16-mixed", "16-true" and Lightning's older "16"
         return f"trainer.precision={precision}: fp16's one loss scaler would be shared by the members"
@@ -47,10 +45,6 @@ def _setting_reason(cfg: DictConfig, *, decodes: bool) -> str | None:
         return f"trainer.devices={trainer.devices}: an array trains in one process, on one device"
     if str(trainer.strategy) not in ONE_PROCESS:
         return f"trainer.strategy={trainer.strategy}: an array trains in one process, on one device"
-    if train.keep_checkpoints > 0:
-        return f"train.keep_checkpoints={train.keep_checkpoints}: step checkpoints are kept per run, not per array"
-    if train.val_bleu and decodes:
-        return f"train.val_bleu=true with task {cfg.data.task!r}: decoding the validation split per member is not fused"
     if trainer.compile:
         return "trainer.compile=true: a seed array's step is not compiled, so the runs would not be what they say"
     if trainer.get("attention_kernel", "sdpa") != "sdpa":  # a str Enum: equal to its value

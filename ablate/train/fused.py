@@ -78,6 +78,16 @@ class FusedModel(nn.Module):
         tensors = {**self.params(), **self.buffers_by_name()}
         return {key: tensors[name][k].detach().clone() for key, name in self._aliases.items()}
 
+    @torch.no_grad()
+    def load_member(self, k: int, model: nn.Module) -> nn.Module:
+        """Member ``k`` copied into ``model``, a solo model of the members' structure (built from their config):
+        every parameter and buffer, non-persistent ones too. Returns ``model``, now member ``k``'s solo model."""
+        for name, stacked in self.params().items():  # tied weights: under their first name, as stacked
+            model.get_parameter(name).copy_(stacked[k])
+        for name, stacked in self.buffers_by_name().items():
+            model.get_buffer(name).copy_(stacked[k])
+        return model
+
 
 def _aliases(model: nn.Module) -> dict[str, str]:
     """Every key of ``model.state_dict()`` -> the name of the parameter or buffer it is (tied weights: the first

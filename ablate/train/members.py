@@ -1,6 +1,8 @@
 """What each member of a seed array keeps, so that its run directory is an ordinary run's: its loggers (CSV, and its
 own W&B run), ``progress.json``, ``best.ckpt`` and ``last.ckpt`` (weights, which ``ablate evaluate`` reads as a solo
-run's), its STOP requests, and its ``result.json``, which says it was fused (``fused: {members, index, array}``).
+run's), its last ``train.keep_checkpoints`` step checkpoints (``step-<step>.ckpt``, at the steps a solo run keeps:
+:mod:`ablate.train.checkpoints`), its STOP requests, and its ``result.json``, which says it was fused (``fused:
+{members, index, array}``).
 
 A member fails alone: a training loss that went NaN or infinite (read from the device every ``log_every`` steps, at
 each validation and at the end) or a validation loss that did, and its result says the step; the array trains on
@@ -23,7 +25,7 @@ from ablate.runs.files import (PROGRESS_FILE, STOP_FILE, best_checkpoint, last_c
                                write_json)
 from ablate.runs.metrics import CURVES, LR, perplexity
 from ablate.runs.status import Status
-from ablate.train.checkpoints import save_weights
+from ablate.train.checkpoints import drop_step_checkpoints_after, keep_step_weights, save_weights
 from ablate.train.fused_system import RUNNING, FusedSystem
 
 
@@ -47,10 +49,20 @@ class Member:
 
 
 class Members(pl.Callback):
-    """The members' runs beside the array's training (see the module docstring)."""
+    """The members' runs beside the array's training (see the module docstring).
 
-    def __init__(self, members: list[Member], every: int, record: Callable[[Member], None]):
+    Args:
+        members: the array's members, in the order of its member axis.
+        every: ``train.log_every``.
+        record: writes a member's ``result.json``.
+        keep: ``train.keep_checkpoints`` (0: no step checkpoints), one every ``checkpoint_every`` steps.
+    """
+
+    def __init__(self, members: list[Member], every: int, record: Callable[[Member], None], *, keep: int = 0,
+                 checkpoint_every: int = 0):
         self.members, self.every, self.record = members, every, record
+        self.keep, self.checkpoint_every = keep, checkpoint_every
+        self._kept_at = 0  # the step of the last step checkpoints (Lightning's: none at step 0, each step's once)
         self._tokens: torch.Tensor | None = None  # (K,) target tokens since the last log, on the device
         self._t0 = time.perf_counter()
         self.train_seconds = 0.0
@@ -80,6 +92,8 @@ class Members(pl.Callback):
         for m in self.members:
             if m.ended_before:  # ended after the checkpoint this attempt resumed from: it trains no further
                 pl_module.out[m.index] = True
+            else:  # step checkpoints written after the one this attempt resumes from (from step 0: any) go
+                drop_step_checkpoints_after(m.run_dir, trainer.global_step)
         for m, out in zip(self.members, pl_module.out.tolist()):
             if out and m.status == Status.RUNNING:  # out before the checkpoint this attempt resumed from
                 self._fail(m, pl_module, trainer.global_step, None)
@@ -89,6 +103,12 @@ class Members(pl.Callback):
                            batch_idx: int) -> None:
         tokens = (batch["labels"] != pl_module.pad_id).flatten(1).sum(1)  # (K,)
         self._tokens = tokens if self._tokens is None else self._tokens + tokens
+        step = trainer.global_step
+        if self.keep and step % self.checkpoint_every == 0 and step != self._kept_at:
+            self._kept_at = step  # before a STOP read now: a solo run stopped at this step keeps it too
+            self._check(trainer, pl_module)  # a member whose loss went bad is failed, not kept
+            for m in self.running:
+                keep_step_weights(m.run_dir, pl_module.model.member_state_dict(m.index), m.cfg, step, self.keep)
         for m in self.running:
             stop = m.run_dir / STOP_FILE
             if stop.is_file():

@@ -32,7 +32,7 @@ from ablate.runs.status import Status
 from ablate.train.callbacks import (FinalValues, FiniteLoss, Progress, SignalStop, StopRequest, TokenThroughput,
                                     ValidateAtLastStep, WallClock)
 from ablate.train.signals import Interrupted
-from ablate.train.checkpoints import AtomicCheckpointIO, clear_checkpoints, step_checkpoint_callback
+from ablate.train.checkpoints import AtomicCheckpointIO, checkpoint_every, clear_checkpoints, step_checkpoint_callback
 from ablate.train.kernels import choose_attention_kernel, pin_attention_backends
 from ablate.train.precision import run_precision
 from ablate.train.logs import drop_adverts, progress, summary_line
@@ -100,7 +100,7 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
     checkpoints += progress(t.log_every, cfg.trainer.enable_progress_bar)  # a bar on a terminal, lines off one
     if t.keep_checkpoints:  # weights of the last k step checkpoints, for checkpoint averaging (section 6.1)
         checkpoints.append(step_checkpoint_callback(checkpoints_dir(run_dir), keep=t.keep_checkpoints,
-                                                    every_n_train_steps=t.checkpoint_every or t.val_every))
+                                                    every_n_train_steps=checkpoint_every(cfg)))
     return pl.Trainer(**trainer_settings(cfg, run_dir, gradient_clip_val=t.grad_clip, logger=make_loggers(cfg, run_dir),
                                          callbacks=checkpoints + callbacks, plugins=[AtomicCheckpointIO()],
                                          use_distributed_sampler=not shards_itself))

@@ -270,8 +270,8 @@ def test_a_stop_request_stops_one_member(tmp_path):
 def test_a_config_that_does_not_fuse_is_refused(tmp_path):
     from ablate.errors import ConfigError
 
-    cfgs = [_cfg(tmp_path / f"r{s}", s, "train.keep_checkpoints=2") for s in (0, 1)]
-    with pytest.raises(ConfigError, match="keep_checkpoints"):
+    cfgs = [_cfg(tmp_path / f"r{s}", s, "trainer.compile=true") for s in (0, 1)]
+    with pytest.raises(ConfigError, match="trainer.compile=true"):
         train_array(cfgs)
     assert not any(tmp_path.iterdir())
 

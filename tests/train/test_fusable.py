@@ -233,7 +233,6 @@ ONE_DEVICE = "an array trains in one process, on one device"
     (["trainer.devices=-1"], f"trainer.devices=-1: {ONE_DEVICE}"),
     (["trainer.devices=[0,1]"], f"trainer.devices=[0, 1]: {ONE_DEVICE}"),
     (["trainer.strategy=ddp"], f"trainer.strategy=ddp: {ONE_DEVICE}"),
-    (["train.keep_checkpoints=2"], "train.keep_checkpoints=2: step checkpoints are kept per run, not per array"),
     (["trainer.compile=true"],
      "trainer.compile=true: a seed array's step is not compiled, so the runs would not be what they say"),
     (["trainer.attention_kernel=flex"],
@@ -248,20 +247,18 @@ def test_a_setting_an_array_cannot_honour_is_the_reason(overrides, reason):
 @pytest.mark.parametrize("overrides", [["trainer.devices=1"], ["trainer.devices=[0]"], ["trainer.devices=auto"],
                                        ["trainer.strategy=single_device"], ["trainer.precision=bf16-mixed"],
                                        ["trainer.precision=32-true"], ["train.keep_checkpoints=0"],
-                                       ["trainer.attention_kernel=sdpa"]],
+                                       ["train.keep_checkpoints=5"], ["trainer.attention_kernel=sdpa"]],
                          ids=lambda v: " ".join(v))
 def test_settings_one_process_honours_for_each_member_are_no_reason(overrides):
     assert why_not_fused(_config("configs/default.yaml", *overrides)) is None
 
 
-def test_val_bleu_is_a_reason_only_with_a_task_that_decodes_against_references():
-    """multi30k's task (parallel_text) reads train.val_bleu; the default's (reverse) does not."""
-    translation = ["train.keep_checkpoints=0"]
-    assert why_not_fused(_config("configs/multi30k.yaml", *translation)) == (
-        "train.val_bleu=true with task 'parallel_text': decoding the validation split per member is not fused")
-    assert why_not_fused(_config("configs/multi30k.yaml", *translation, "train.val_bleu=false")) is None
-    default = _config("configs/default.yaml")
-    assert default.train.val_bleu and why_not_fused(default) is None  # val_bleu is on by default
+def test_the_papers_recipe_fuses_with_its_step_checkpoints_and_val_bleu():
+    """configs/multi30k.yaml keeps its last 5 step checkpoints and decodes val/bleu (parallel_text reads
+    train.val_bleu): an array keeps both for each member (tests/train/test_array_recipe.py)."""
+    recipe = _config("configs/multi30k.yaml")
+    assert recipe.train.keep_checkpoints == 5 and recipe.train.val_bleu and recipe.data.task == "parallel_text"
+    assert why_not_fused(recipe) is None
 
 
 def test_a_declaration_on_a_kind_outside_the_model_is_read_too():

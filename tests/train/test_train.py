@@ -15,7 +15,7 @@ import torch
 
 import ablate
 from ablate.errors import ConfigError
-from ablate.runs.files import read_metrics
+from ablate.runs.files import read_metrics, step_checkpoints
 from ablate.runs.metrics import known
 from ablate.train.run import RunFailed, train
 from tests.conftest import REPO, TINY, result_of
@@ -216,6 +216,17 @@ def test_the_last_k_checkpoints_are_kept_for_averaging(in_tmp):
     assert kept == ["step-12.ckpt", "step-8.ckpt"]  # named by optimiser steps done
     weights = torch.load(Path("run/checkpoints/step-12.ckpt"), weights_only=False)
     assert "state_dict" in weights and "optimizer_states" not in weights  # weights only: small
+
+
+def test_a_step_checkpoint_at_the_end_of_an_epoch_is_kept_at_its_own_step(in_tmp):
+    """5 batches an epoch, a step checkpoint every 5 steps: each falls on an epoch's last batch, which Lightning
+    left to itself puts off to the next validation (it kept steps 8, 16 and 24, validations every 8)."""
+    cfg = ablate.load_config(REPO / "configs/default.yaml", [
+        *TINY, "trainer.enable_progress_bar=false", "train.max_steps=24", "train.val_every=8", "train.log_every=4",
+        "data.task_args={n_train: 320, n_val: 64}", "data.batch_size=64", "train.keep_checkpoints=10",
+        "train.checkpoint_every=5", "output_dir=run"])
+    train(cfg)
+    assert [p.name for p in step_checkpoints(Path("run"))] == [f"step-{s}.ckpt" for s in (5, 10, 15, 20)]
 
 
 def test_a_components_auxiliary_loss_is_logged_apart_in_a_real_run(in_tmp):
