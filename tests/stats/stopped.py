@@ -18,7 +18,7 @@ from ablate.runs.status import Status
 from ablate.stats.factorial import Factorial
 from ablate.report.table import variant_row, with_comparisons
 from ablate.stats.compare import Comparison, compare
-from ablate.stats.design import Design
+from ablate.stats.design import Design, Judged
 from ablate.sweep.hyperband import Hyperband
 
 METRIC = "val/loss"
@@ -52,7 +52,7 @@ def table(rng: np.random.Generator, *, seeds: int, delta: float, row_sd: float =
                  for rid, seed, band, end in runs]
         rows.append(variant_row(name, built, (METRIC,), is_base=name == "base"))
         survivors[name] = outcomes(built, METRIC)
-    judged, _, _, _ = with_comparisons(rows, METRIC, "minimize", Design(rows=1),
+    judged, _, _, _ = with_comparisons(rows, (Judged(METRIC, "minimize"),), Design(rows=1),
                                        Factorial([], {"base": {}, "row": {}}, "base"))
     before = compare(survivors["row"], survivors["base"], Design(rows=1), "minimize")
     return judged[1].comparison, before
