@@ -53,7 +53,7 @@ def test_each_run_is_evaluated_in_its_job_and_a_relaunch_evaluates_only_what_was
         result = _result(sweep_dir, run)
         assert result["status"] == "finished" and result["evaluated"] == options
         # the score is sacreBLEU's on the translations the evaluation wrote, against the test split's references
-        hypotheses = Path(result["decode"]["translations"]).read_text().splitlines()
+        hypotheses = (sweep_dir / run["run_dir"] / "translations.test.txt").read_text().splitlines()
         references = [line.strip() for line in (shared_data / "multi30k" / "test_2016_flickr.de").read_text()
                       .splitlines()]
         assert result["decode"]["split"] == "test" and len(hypotheses) == len(references) == 1000
