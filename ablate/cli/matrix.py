@@ -25,11 +25,11 @@ def format_matrix(sweep: Sweep, runs: list[PlannedRun]) -> str:
         n = sweep.decide.max_seeds
         count += (f" to start (sequential design: a seed at a time to undecided rows, up to {n} seeds each, "
                   f"{sweep.decide.most_runs(len({r.variant for r in runs}))} runs at most)")
-    title = f"sweep {sweep.name}: {count}, method {sweep.method}, metric {sweep.metric['name']} ({sweep.metric['goal']})"
+    metric = sweep.metric
+    title = f"sweep {sweep.name}: {count}, method {sweep.method}, metric {metric['name']} ({metric['goal']})"
     if len(sweep.judged) > 1:
-        title += ("; every row judged on " + ", ".join(
-            f"{j.name} ({j.goal}{f', margin {j.margin}' if j.margin else ''})" for j in sweep.judged) +
-            f", the family's error shared over rows x {len(sweep.judged)} metrics")
+        judged = ", ".join(f"{j.name} ({j.goal}{f', margin {j.margin}' if j.margin else ''})" for j in sweep.judged)
+        title += f"; every row judged on {judged}, the family's error shared over rows x {len(sweep.judged)} metrics"
     fresh = [r for r in runs if r.fresh_seed]
     notes = [f"{len(fresh)} runs repeat an earlier draw (W&B runs every draw): each with the next seed its variant "
              f"had not used ({', '.join(f'{r.variant}: seed {r.seed}' for r in fresh[:3])}"

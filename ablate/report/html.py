@@ -134,7 +134,8 @@ def header(report: Report) -> str:
     return (f"<h1>{escape(report.name)}</h1>\n"
             f'<p class="meta">Headline metric <code>{escape(report.metric)}</code>, goal: {escape(report.goal)} '
             f"({better} is better)"
-            + "".join(f"; also judged <code>{escape(j.name)}</code>, goal: {escape(j.goal)}" for j in report.also_judged)
+            + "".join(f"; also judged <code>{escape(j.name)}</code>, goal: {escape(j.goal)}"
+                      for j in report.also_judged)
             + f" · base variant <code>{escape(report.base_variant)}</code> · {escape(report.date)}"
             f" · <code>{escape(str(report.sweep_dir))}</code></p>\n"
             f'<p class="meta">Comparisons: {escape(design_note(report))}</p>\n'
