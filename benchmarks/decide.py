@@ -30,10 +30,11 @@ SWEEP = C.REPO / "experiments" / "quickstart.yaml"
 DECIDED = ("better", "worse", "equivalent")
 
 
-def run_sweep(path: Path, out: Path, workers: int, warm: bool) -> dict:
+def run_sweep(path: Path, out: Path, workers: int, warm: bool, env: dict[str, str] | None = None) -> dict:
+    """``ablate sweep PATH`` in a child process (``env``: more of its environment), timed to its report."""
     from ablate.report import build_report
 
-    env = {**os.environ, "ABLATE_WARM": "1" if warm else "0", "WANDB_SILENT": "true"}
+    env = {**os.environ, "ABLATE_WARM": "1" if warm else "0", "WANDB_SILENT": "true", **(env or {})}
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "ablate.cli", "sweep", str(path), "--out", str(out), "--workers",
                            str(workers)], cwd=C.REPO, env=env, capture_output=True, text=True)

@@ -1,6 +1,6 @@
 """A sequential sweep for real: seeds go to the rows still undecided (and the base), each row stops at the look that
 decides it, the report and the queue agree on when that was, a relaunch trains nothing, and a sweep killed half way
-ends, once relaunched, with exactly the runs of one that was not."""
+ends, once relaunched, with the verdicts and the runs of one that was not (but for seeds started ahead of a look)."""
 
 from __future__ import annotations
 
@@ -60,8 +60,9 @@ def test_rows_get_seeds_until_decided_and_the_report_says_when(finished):
             continue
         c = row.comparison
         assert seeds[row.name] == list(range(len(seeds[row.name])))  # 0, 1, 2, then 3, 4 in order
-        assert len(seeds[row.name]) == (c.decided_at or 5), (row.name, c)
+        assert (c.decided_at or 5) <= len(seeds[row.name]) <= min(5, (c.decided_at or 5) + 1), (row.name, c)
     assert seeds["base"] == list(range(max(len(s) for s in seeds.values())))  # the base kept pace
+    # (a row may have the seed after its deciding look: started ahead while a worker would idle, it changes nothing)
     stalled = next(r for r in report.variants if r.name == "stalled").comparison
     assert stalled.verdict == "worse" and stalled.decided_at == 3  # a model that barely trains: decided at once
     assert set(run_statuses(finished)) == {"finished"}
@@ -102,16 +103,20 @@ def test_a_killed_sequential_sweep_ends_with_the_runs_of_an_uninterrupted_one(fi
     proc.wait()
     resumed = ablate_cli("sweep", str(path), "--workers", "2", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    ids = lambda d: sorted(r["id"] for r in plan_of(d)["runs"])  # noqa: E731
-    assert ids(sweep_dir) == ids(finished) and set(run_statuses(sweep_dir)) == {"finished"}
+    assert set(run_statuses(sweep_dir)) == {"finished"}
     mine, theirs = build_report(sweep_dir), build_report(finished)
-    assert [(r.name, r.comparison and r.comparison.verdict) for r in mine.variants] == \
-        [(r.name, r.comparison and r.comparison.verdict) for r in theirs.variants]
+    assert [(r.name, r.comparison and (r.comparison.verdict, r.comparison.decided_at)) for r in mine.variants] == \
+        [(r.name, r.comparison and (r.comparison.verdict, r.comparison.decided_at)) for r in theirs.variants]
+    needed = {(r.name, s) for r in theirs.variants if not r.is_base
+              for s in range(r.comparison.decided_at or 5)}  # the seeds each row's verdict reads, in either sweep
+    have = lambda d: {(r["variant"], r["seed"]) for r in plan_of(d)["runs"]}  # noqa: E731
+    assert needed <= have(sweep_dir) and needed <= have(finished)
     values = {r["id"]: json.loads((sweep_dir / r["run_dir"] / "result.json").read_text())["final"]["val/loss"]
               for r in plan_of(sweep_dir)["runs"]}
     theirs_values = {r["id"]: json.loads((finished / r["run_dir"] / "result.json").read_text())["final"]["val/loss"]
                      for r in plan_of(finished)["runs"]}
-    assert values == theirs_values  # killed and resumed runs end bit-identical
+    shared = values.keys() & theirs_values.keys()  # all but seeds started ahead in one of the two
+    assert {k: values[k] for k in shared} == {k: theirs_values[k] for k in shared}  # killed, resumed: bit-identical
 
 
 def test_a_stratified_sequential_sweep_adds_seeds_to_every_cell_of_an_undecided_contrast(tmp_path):
@@ -137,5 +142,5 @@ decide: {max_seeds: 4, margin: 0.05}
     for c, cells in contrasts:
         for cell in cells:
             demand[cell] = max(demand.get(cell, 0), c.decided_at or 4)
-    assert {v: len(s) for v, s in seeds.items()} == demand
+    assert all(demand[v] <= len(s) <= min(4, demand[v] + 1) for v, s in seeds.items()), (seeds, demand)  # + ahead
     assert all(s == list(range(len(s))) for s in seeds.values())
