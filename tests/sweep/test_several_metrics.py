@@ -82,6 +82,8 @@ def test_rows_get_seeds_until_every_judged_metric_is_decided(tmp_path):
         if row.is_base:
             continue
         looks = [row.comparison.decided_at, row.judged["val/acc"].decided_at]
-        # a seed more while either metric is open; none once both are decided
-        assert len(seeds[row.name]) == (5 if None in looks else max(looks)), (row.name, looks)
-    assert len(seeds["base"]) == max(len(s) for s in seeds.values())
+        # a seed more while either metric is open; once both are decided, at most the one seed an idle worker
+        # started ahead of the deciding look
+        needed = 5 if None in looks else max(looks)
+        assert needed <= len(seeds[row.name]) <= min(5, needed + 1), (row.name, looks, seeds[row.name])
+    assert len(seeds["base"]) >= max(len(s) for name, s in seeds.items() if name != "base") - 1
