@@ -49,12 +49,18 @@ def run_sweep(path: Path, out: Path, workers: int, warm: bool, env: dict[str, st
             "decided_at": {v.name: v.comparison.decided_at if v.comparison else None for v in rows}}
 
 
-def main() -> None:
-    args = C.parse_args(__doc__, lambda p: p.add_argument("--workers", type=int, default=2))
+def quickstart_spec(quick: bool) -> dict:
+    """The quickstart's sweep file as a mapping; ``quick``: 100 steps a run instead of its own."""
     spec = yaml.safe_load(SWEEP.read_text())
-    if args.quick:
+    if quick:
         spec["base"]["overrides"] = [o for o in spec["base"]["overrides"] if not o.startswith("train.max_steps")]
         spec["base"]["overrides"].append("train.max_steps=100")
+    return spec
+
+
+def main() -> None:
+    args = C.parse_args(__doc__, lambda p: p.add_argument("--workers", type=int, default=2))
+    spec = quickstart_spec(args.quick)
     fixed = {**spec, "decide": {k: v for k, v in spec.get("decide", {}).items() if k != "max_seeds"}}
     tmp = Path(tempfile.mkdtemp(prefix="ablate-bench-decide-"))
     files = {}

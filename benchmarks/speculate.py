@@ -19,7 +19,7 @@ from pathlib import Path
 
 import _common as C
 import yaml
-from decide import SWEEP, run_sweep
+from decide import SWEEP, quickstart_spec, run_sweep
 
 
 def own_seconds(sweep_dir: Path) -> list[float]:
@@ -38,10 +38,7 @@ def read_runs(out: dict, max_seeds: int) -> int:
 
 def main() -> None:
     args = C.parse_args(__doc__, lambda p: p.add_argument("--workers", type=int, default=2))
-    spec = yaml.safe_load(SWEEP.read_text())
-    if args.quick:
-        spec["base"]["overrides"] = [o for o in spec["base"]["overrides"] if not o.startswith("train.max_steps")]
-        spec["base"]["overrides"].append("train.max_steps=100")
+    spec = quickstart_spec(args.quick)
     tmp = Path(tempfile.mkdtemp(prefix="ablate-bench-speculate-"))
     path = tmp / "quickstart.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
