@@ -212,7 +212,7 @@ MISTAKES = [
     (["sweep", "budget.yaml"], "decide.max_seeds=2 is not allowed; expected at least the 3 seeds"),
     (["sweep", "noseeds.yaml"], "expected a listed seed parameter"),
     (["sweep", "seqrandom.yaml"], "no max_seeds for method random"),
-    (["sweep", "decidekey.yaml"], "expected a mapping with margin, max_seeds and alpha"),
+    (["sweep", "decidekey.yaml"], "expected a mapping with margin, max_seeds, alpha and metrics"),
     (["sweep", SWEEP, "--max-seeds", "1"], "--max-seeds=1 is not allowed; expected an integer from 2 to 100"),
     (["sweep", SWEEP, "--max-seeds", "4"], "--max-seeds=4 is not allowed; expected a listed seed parameter"),
     (["sweep", "seeds.yaml", "--max-seeds", "5", "--backend", "wandb"], "no sequential design with --backend wandb"),
