@@ -6,7 +6,10 @@ the report's own code (the same boundaries and verdicts): a contrast still undec
 gets its next seed in every one of its cells (a row and its stratum's base; the four cells of an interaction), so
 pairs stay pairs (same seed = same data order and initial weights). A contrast is judged only on complete looks
 (the first n seeds of each of its cells ended), so it waits while a cell catches up; once decided it asks for no
-seed more. A ladder's trends ask for none: they are judged at the seeds the rest reached.
+seed more. A ladder's trends ask for none: they are judged at the seeds the rest reached. With several judged
+metrics (``decide.metrics``) each is judged with its own goal and margin, and a contrast stays open while any of them
+is undecided at its last complete look (a metric that ``ablate evaluate`` writes is an outcome once its run's job,
+training then evaluation, has ended).
 
 A look is no barrier. The queue judges as each run settles, so a contrast's next seeds are asked for as soon as its
 own look is complete, and a worker that would idle (every run asked for has started, some are still running) starts
