@@ -129,8 +129,7 @@ def _comparison(report: Report) -> list[Column]:
     other judged metric's Δ, interval, p and verdict (:func:`_judged`)."""
     spec, design = FORMATS.get(report.metric, NUMBER), report.design
     raw_of, cell_of = _readers(report.metric, report.metric)
-    interval, level, p, verdict, decided = _judged(report, report.judged[0] if report.judged else None,
-                                                   report.metric)
+    interval, level, p, verdict, decided = _judged(report, report.metric)
     return [
         interval, level, p,
         Column(("paired", "pairs"), raw_of(lambda c: [c.paired, c.n], 2), "pairs", cell_of(pairs_text, ""),
@@ -179,14 +178,12 @@ def _readers(metric: str, headline: str) -> tuple[Reader, Reader]:
     return raw_of, cell_of
 
 
-def _judged(report: Report, judged: Judged | None, metric: str, prefix: str = "", at: float = 0.0,
-            view: int = 4) -> list[Column]:
+def _judged(report: Report, metric: str, prefix: str = "", at: float = 0.0, view: int = 4) -> list[Column]:
     """One judged metric's interval, adjusted p, verdict and deciding look: the headline's under their own names
-    (``prefix`` ""), another's prefixed with its name (``test/bleu_ci_low``). ``at`` offsets where they are shown,
-    ``view`` is the interval's place in the verdict view (the verdict's is next)."""
+    (``prefix`` ""), another's prefixed with its name (``test/bleu_ci_low``, and its margin). ``at`` offsets where
+    they are shown, ``view`` is the interval's place in the verdict view (the verdict's is next)."""
     raw_of, cell_of = _readers(metric, report.metric)
     spec = FORMATS.get(metric, NUMBER)
-    margin = judged.margin if judged is not None else report.design.margin
     of = _comparison_on(metric, report.metric)
 
     def verdict_raw(row: VariantRow) -> list[Any]:
@@ -206,7 +203,7 @@ def _judged(report: Report, judged: Judged | None, metric: str, prefix: str = ""
     name = f"{label(metric)} " if prefix else ""  # another metric's titles say which: "test BLEU verdict"
     return [
         Column((f"{prefix}ci_low", f"{prefix}ci_high"), raw_of(lambda c: c.interval or (None, None), 2),
-               name + interval_header(report) if not prefix else f"{name}{1 - report.design.alpha:.0%} CI",
+               f"{name}{1 - report.design.alpha:.0%} CI" if prefix else interval_header(report),
                cell_of(lambda c: bounds.interval(*c.interval, spec, c.margin) if c.interval else "—"),
                shown=5.0 + at, verdict=view, drop=3 + at),
         Column((f"{prefix}ci_level",), raw_of(lambda c: [c.level], 1)),
@@ -217,7 +214,7 @@ def _judged(report: Report, judged: Judged | None, metric: str, prefix: str = ""
         Column((f"{prefix}decided_at",), raw_of(lambda c: [c.decided_at], 1), name + "decided at",
                cell_of(lambda c: "" if c.decided_at is None else f"{c.decided_at} seeds", ""), shown=11.0 + at,
                applies=report.design.sequential),
-    ] + ([Column((f"{prefix}margin",), raw_of(lambda c: [c.margin], 1))] if prefix and margin is not None else [])
+    ] + ([Column((f"{prefix}margin",), raw_of(lambda c: [c.margin], 1))] if prefix else [])
 
 
 def _also(report: Report, j: Judged, i: int) -> list[Column]:
@@ -230,7 +227,7 @@ def _also(report: Report, j: Judged, i: int) -> list[Column]:
     delta = Column((f"{j.name}_delta",), raw_of(lambda c: [c.diff], 1), f"Δ {label(j.name)}",
                    cell_of(lambda c: "—" if c.diff is None else f"{c.diff:+{spec}}"), shown=4.5 + 0.01 * i,
                    verdict=view, drop=2.5 + 0.01 * i)
-    return [delta, *_judged(report, j, j.name, prefix=f"{j.name}_", at=0.5 + 0.01 * i, view=view + 1)]
+    return [delta, *_judged(report, j.name, prefix=f"{j.name}_", at=0.5 + 0.01 * i, view=view + 1)]
 
 
 def _costs(report: Report) -> list[Column]:
