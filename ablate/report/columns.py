@@ -242,6 +242,12 @@ def _costs(report: Report) -> list[Column]:
             Column(("first_error",), lambda row: [row.first_error])]
 
 
+def verdict_titles(report: Report) -> set[str]:
+    """The titles of the columns that hold verdicts (the headline's, and each other judged metric's): each cell a
+    verdict every displayed format marks in its kind's colour."""
+    return {"verdict", *(f"{label(j.name)} verdict" for j in report.also_judged)}
+
+
 def displayed(report: Report, *, verdict_view: bool = False, error_limit: int | None = MAX_ERROR) -> list[Column]:
     """The columns the displayed table shows, in its order: every one that applies, or the verdict view's."""
     cols = [c for c in columns(report, error_limit=error_limit) if c.title is not None and c.applies]

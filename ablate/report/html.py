@@ -11,6 +11,7 @@ from __future__ import annotations
 from html import escape
 
 from ablate.report import badges, plots
+from ablate.report.columns import verdict_titles
 from ablate.report.effects import effect_cells, effect_headers, findings, trend_cells, trend_headers
 from ablate.report.records import run_columns, run_records
 from ablate.report.forest import deltas_svg
@@ -51,16 +52,16 @@ CSS += badges.badge_css()
 
 
 def _table(table_id: str, headers: list[str], rows: list[tuple[str, list[str]]], text_cols: set[int],
-           css: str = "", badge: int | None = None) -> str:
-    """An HTML table; ``rows`` are (row class, cells); columns in ``text_cols`` are left-aligned; column ``badge``
-    holds verdicts, each shown as a badge in its kind's colour."""
+           css: str = "", badge: set[int] = frozenset()) -> str:
+    """An HTML table; ``rows`` are (row class, cells); columns in ``text_cols`` are left-aligned; the columns in
+    ``badge`` hold verdicts, each shown as a badge in its kind's colour."""
 
     def cls(i: int, extra: str = "") -> str:
         names = " ".join(n for n in ("text" if i in text_cols else "", extra) if n)
         return f' class="{names}"' if names else ""
 
     def cell(i: int, text: str) -> str:
-        if i == badge and badges.kind(text):
+        if i in badge and badges.kind(text):
             return f'<span class="badge {badges.css_class(text)}">{escape(text)}</span>'
         return escape(text)
 
@@ -85,7 +86,8 @@ def variant_table(report: Report, *, wide: bool) -> str:
         name = "variants" if wide else "verdicts"
         title = f"<h3>{escape(stratum)}</h3>\n" if stratum else ""
         out.append(title + _table(name if i == 0 else f"{name}-{i}", headers, rows, text_cols=left,
-                                  css="wide" if wide else "verdicts", badge=headers.index("verdict")))
+                                  css="wide" if wide else "verdicts",
+                                  badge={i for i, title in enumerate(headers) if title in verdict_titles(report)}))
     return "\n".join(out)
 
 

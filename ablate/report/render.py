@@ -17,7 +17,7 @@ from ablate.report import badges
 from ablate.report.effects import effect_cells, effect_headers, findings, trend_cells, trend_headers
 from ablate.report.table import Report, VariantRow
 from ablate.report.cells import interval_header, label, one_line
-from ablate.report.columns import displayed
+from ablate.report.columns import displayed, verdict_titles
 from ablate.report.text import design_note, fused_note, legend, notes, precision_note, status_note
 
 WIDTH = 120  # the width printed to off a terminal (a pipe, a log file) unless COLUMNS says otherwise
@@ -73,7 +73,8 @@ def _markdown_tables(report: Report, *, wide: bool) -> list[str]:
     for stratum, rows in blocks(report):
         headers, cells, left = view(report, rows, wide=wide)
         if not wide:
-            cells = [[*c[:-1], badges.marked(c[-1])] for c in cells]
+            marked = {i for i, title in enumerate(headers) if title in verdict_titles(report)}
+            cells = [[badges.marked(text) if i in marked else text for i, text in enumerate(c)] for c in cells]
         lines += ([f"### {stratum}", ""] if stratum else [])
         lines += _markdown_table(headers, cells, left) + [""]
     return lines
@@ -137,11 +138,11 @@ def fitted(headers: list[str], rows: list[list[str]], left: set[int], width: int
             {j for j, i in enumerate(keep) if i in left})
 
 
-def _aligned(headers: list[str], rows: list[list[str]], left: set[int], paint: int | None = None,
+def _aligned(headers: list[str], rows: list[list[str]], left: set[int], paint: set[int] = frozenset(),
              fit: int | None = None) -> list[str]:
-    """Aligned lines: a header, a rule, a row each; the cells of column ``paint`` in their verdict's colour. With
-    ``fit``, a row's last cell that would cross that column goes on in continuation lines under itself, or, with less
-    than :data:`MIN_WRAP` columns left for it, on lines of its own under the row."""
+    """Aligned lines: a header, a rule, a row each; the cells of the columns in ``paint`` in their verdict's colour.
+    With ``fit``, a row's last cell that would cross that column goes on in continuation lines under itself, or, with
+    less than :data:`MIN_WRAP` columns left for it, on lines of its own under the row."""
     widths = _widths(headers, rows)
     start = sum(widths[:-1]) + 2 * (len(widths) - 1)  # where the last column begins
     under = bool(fit) and len(widths) > 1 and fit - start < min(widths[-1], MIN_WRAP)  # too narrow beside its row
@@ -152,14 +153,14 @@ def _aligned(headers: list[str], rows: list[list[str]], left: set[int], paint: i
         if under or fit and start + len(cells[-1]) > fit:
             room = max(1, fit - len(INDENT) if under else fit - start)
             last = textwrap.wrap(cells[-1], room, break_long_words=False, break_on_hyphens=False) or [""]
-        if colour and paint is not None:  # the escape codes wrap the text, never the padding
-            def painted(text: str) -> str:
-                return text.replace(text.strip(), badges.ansi(text.strip(), cells[paint]), 1) if text.strip() else text
+        for i in paint if colour else ():  # the escape codes wrap the text, never the padding
+            def painted(text: str, verdict: str = cells[i]) -> str:
+                return text.replace(text.strip(), badges.ansi(text.strip(), verdict), 1) if text.strip() else text
 
-            if paint == len(cells) - 1:
+            if i == len(cells) - 1:
                 last = [painted(chunk) for chunk in last]
             else:
-                padded[paint] = painted(padded[paint])
+                padded[i] = painted(padded[i])
         if under:  # the row's other cells, then the last one on lines of its own under them
             rest = [INDENT + chunk for chunk in last if chunk]
             return "\n".join(["  ".join(padded[:-1]).rstrip(), *rest])
@@ -202,8 +203,8 @@ def format_terminal(report: Report, *, wide: bool = False, colour: bool = False,
     headers, cells, left = view(report, [row for _, rows in grouped for row in rows], wide=wide)
     if not wide:
         headers, cells, left = fitted(headers, cells, left, width, drop_order(report))
-    verdict = headers.index("verdict")
-    table = _aligned(headers, cells, left, paint=verdict if colour else None, fit=None if wide else width)
+    verdicts = {i for i, title in enumerate(headers) if title in verdict_titles(report)}
+    table = _aligned(headers, cells, left, paint=verdicts if colour else frozenset(), fit=None if wide else width)
     out = title + table[:2]  # one alignment for every block, so the columns line up down the page
     at = 2
     for stratum, rows in grouped:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ablate.report import build_report, format_markdown, format_terminal
+from ablate.report import badges, build_report, format_markdown, format_terminal
 from ablate.report.html import render_html
 from ablate.report.records import table_columns, table_records, to_csv
 from ablate.stats.design import Design, Judged, Margin
@@ -129,7 +129,14 @@ def test_every_format_carries_both_verdicts(sweep, tmp_path):
     assert re.search(r"worse.*worse", h1)
     markdown = format_markdown(report)
     assert "test BLEU verdict" in markdown and "test/bleu (maximize)" in markdown.splitlines()[0]
+    h1_md = next(line for line in markdown.splitlines() if line.startswith("| h=1 |"))
+    assert h1_md.count(badges.marked("worse")) == 2  # each verdict in its kind's mark
+    coloured = next(line for line in format_terminal(report, width=120, colour=True).splitlines() if "h=1" in line)
+    assert coloured.count(badges.ansi("worse", "worse")) == 2
     page = render_html(report)
+    table = page[page.index('id="verdicts"'):page.index("</table>", page.index('id="verdicts"'))]
+    h1_row = next(row for row in table.split("<tr") if ">h=1<" in row)
+    assert h1_row.count(f'<span class="badge {badges.css_class("worse")}">worse</span>') == 2
     assert 'id="deltas"' in page and 'id="deltas-1"' in page  # a forest plot per judged metric
     assert "Δ test/bleu (better to the right)" in page
 
