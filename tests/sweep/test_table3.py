@@ -22,7 +22,7 @@ def test_a_table3_file_decides_each_row_on_perplexity_and_bleu(name):
 
 
 @pytest.mark.slow
-def test_on_a_gpu_the_dry_run_fuses_every_variant_of_table3(tmp_path, monkeypatch):
+def test_on_a_gpu_the_dry_run_fuses_every_variant_of_table3(shared_data, tmp_path, monkeypatch):
     """A faked CUDA device with 80 GiB free: the dry run of the paper's recipe (step checkpoints kept for averaging,
     val/bleu decoded) trains each variant's three seeds as one array; no variant is left alone."""
     import ablate.sweep.runner as runner
@@ -30,7 +30,7 @@ def test_on_a_gpu_the_dry_run_fuses_every_variant_of_table3(tmp_path, monkeypatc
 
     monkeypatch.setattr(runner, "visible_gpus", lambda: [Gpu(0, 80 * 2**30)])
     done = ablate_here("sweep", str(REPO / "experiments" / "table3_multi30k.yaml"), "--dry-run",
-                       "--out", str(tmp_path / "dry"), cwd=REPO)
+                       f"data.path={shared_data / 'multi30k'}", "--out", str(tmp_path / "dry"), cwd=REPO)
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     seeds = out[out.index("how seeds train:"):].splitlines()
