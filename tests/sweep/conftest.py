@@ -17,6 +17,15 @@ FAST = TINY + ["train.max_steps=8", "train.val_every=4", "train.log_every=2", "t
                "logger=none"]
 
 
+# Rows a sequential design decides at different looks: a model that barely trains (decided at once) and a small
+# change of dropout (the seeds decide it, or not)
+DECIDING_ROWS = """
+    - {name: base}
+    - {name: stalled, train.schedule_args.scale: 0.001}
+    - {name: dropout, model.dropout: 0.12}
+"""
+
+
 def write_sweep(tmp_path: Path, text: str) -> Path:
     """``text``, dedented, as ``tmp_path/sweep.yaml``."""
     path = tmp_path / "sweep.yaml"

@@ -14,15 +14,11 @@ from pathlib import Path
 import pytest
 
 from ablate.report import build_report
-from tests.sweep.conftest import ablate_cli, ablate_here, plan_of, run_attempts, run_statuses, sweep_file
+from tests.sweep.conftest import (DECIDING_ROWS as ROWS, ablate_cli, ablate_here, plan_of, run_attempts,
+                                  run_statuses, sweep_file)
 
 pytestmark = pytest.mark.slow
 
-ROWS = """
-    - {name: base}
-    - {name: stalled, train.schedule_args.scale: 0.001}
-    - {name: dropout, model.dropout: 0.12}
-"""
 SEQUENTIAL = """
 parameters:
   seed: {values: [0, 1, 2]}

@@ -11,13 +11,8 @@ import pytest
 from ablate.errors import ConfigError
 from ablate.report import build_report
 from ablate.sweep.read import load_sweep
-from tests.sweep.conftest import ablate_here, plan_of, sweep_file
+from tests.sweep.conftest import DECIDING_ROWS as ROWS, ablate_here, plan_of, sweep_file
 
-ROWS = """
-    - {name: base}
-    - {name: stalled, train.schedule_args.scale: 0.001}
-    - {name: dropout, model.dropout: 0.12}
-"""
 TWO = """
 parameters:
   seed: {values: [0, 1, 2]}
