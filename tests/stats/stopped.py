@@ -1,5 +1,5 @@
 """Simulated sweeps with runs stopped early by W&B's hyperband rule (ablate's own :class:`Hyperband`), judged by the
-report's own code (:func:`ablate.report.table.with_comparisons`), and by the rule before it: survivors only.
+report's own code (:func:`ablate.report.build.with_comparisons`), and by the rule before it: survivors only.
 
 A run's quality is a seed effect shared by the row and the base (same seed, same data order) plus its own noise,
 larger for the row; its validation loss at step 100 (the band) and at step 200 (the end) both follow that quality,
@@ -16,7 +16,8 @@ import numpy as np
 from ablate.report.collect import RunRow, outcomes
 from ablate.runs.status import Status
 from ablate.stats.factorial import Factorial
-from ablate.report.table import variant_row, with_comparisons
+from ablate.report.build import with_comparisons
+from ablate.report.table import variant_row
 from ablate.stats.compare import Comparison, compare
 from ablate.stats.design import Design, Judged
 from ablate.sweep.hyperband import Hyperband

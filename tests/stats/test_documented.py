@@ -9,7 +9,7 @@ import re
 import sys
 from pathlib import Path
 
-from ablate.report.table import judge_runs
+from ablate.report.build import judge_runs
 from ablate.stats import skew
 from tests.stats import test_stopped
 
