@@ -62,13 +62,13 @@ def train_cmd(out_dir: str, *extra: str) -> list[str]:
 
 def pool_run(tmp: str, counter, *, fresh: bool):
     """A whole 2-step run (logger=none) started as the sweep's pool starts one: its wall seconds."""
-    from ablate.sweep.runner import _ablate
+    from ablate.sweep.children import Children, run_ablate
 
     def run(r: int) -> dict[str, float]:
         out = f"{tmp}/pool{next(counter)}"
         args = ["train", str(C.REPO / "configs/default.yaml"), f"output_dir={out}", "train.max_steps=2", "logger=none"]
         t0 = time.perf_counter()
-        code = _ablate(args, Path(f"{out}.log"), dict(THREADS), C.REPO, fresh=fresh)
+        code = run_ablate(args, Path(f"{out}.log"), dict(THREADS), C.REPO, Children(), fresh=fresh)
         if code != 0:
             raise RuntimeError(f"ablate train exited {code}: see {out}.log")
         return {"wall": time.perf_counter() - t0}

@@ -143,7 +143,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                               sweep_dir=Path(args.out) if args.out else None,
                                               workers=args.workers or default_workers(),
                                               runs_per_gpu=args.runs_per_gpu, dry_run=args.dry_run,
-                                              retry_failed=args.retry_failed, runner=runner, fuse=args.fuse,
+                                              retry_failed=args.retry_failed, cluster=runner, fuse=args.fuse,
                                               notes=None if args.json else notes,
                                               change_design=args.change_design)
     except KeyboardInterrupt as stop:

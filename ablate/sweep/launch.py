@@ -24,8 +24,8 @@ from ablate.sweep.plan import (Planner, PlannedRun, default_sweep_dir, factor_re
 from ablate.sweep.progress import start_note
 from ablate.sweep.queue import BayesQueue, RunQueue, StreamQueue
 from ablate.sweep.arrays import Fusing, arrays_of, fusing, processes_per_gpu, read_groups, seeds_note
-from ablate.sweep import runner as pool
-from ablate.sweep.runner import Outcome, execute, pending, slots
+from ablate.sweep import slots as machine
+from ablate.sweep.runner import Backend, Outcome, execute, pending
 from ablate.sweep.spec import Sweep
 
 
@@ -170,19 +170,20 @@ def plan_queue(sweep: Sweep, sweep_dir: Path, planner: Planner, *, dry_run: bool
 
 def local_pool(planner: Planner, runs: list[PlannedRun], *, workers: int, runs_per_gpu: str | int,
                fuse: str | int) -> tuple[list[dict[str, str]], Fusing]:
-    """This machine's pool for ``runs``: one environment per slot (:func:`ablate.sweep.runner.slots`) and which seeds
+    """This machine's pool for ``runs``: one environment per slot (:func:`ablate.sweep.slots.slots`) and which seeds
     fuse (:func:`ablate.sweep.arrays.fusing`), as the launch and its dry run see them."""
     biggest = max((r.parameters for r in runs), default=0)
     need = training_bytes(planner.base, biggest) if runs else None
-    gpus = pool.visible_gpus()  # looked up at the call: what the pool sees now (and what a test fakes)
+    gpus = machine.visible_gpus()  # looked up at the call: what the pool sees now (and what a test fakes)
     per_gpu = processes_per_gpu(runs_per_gpu, fuse, gpus)
-    where = slots(workers=workers, runs_per_gpu=per_gpu, gpus=gpus, run_bytes=need if per_gpu == "auto" else None)
+    where = machine.slots(workers=workers, runs_per_gpu=per_gpu, gpus=gpus,
+                          run_bytes=need if per_gpu == "auto" else None)
     return where, fusing(fuse, gpus=gpus, slots_per_gpu=max(1, len(where) // max(1, len(gpus))), run_bytes=need)
 
 
 def dry_run_notes(sweep: Sweep, sweep_dir: Path, planner: Planner, runs: list[PlannedRun], *, extra: list[str],
                   workers: int, runs_per_gpu: str | int, fuse: str | int, retry_failed: bool,
-                  runner: Any) -> list[str]:
+                  cluster: Any) -> list[str]:
     """What the launch would do beyond the plan: how many runs ended in earlier launches, and how each variant's
     seeds train (the arrays it would record, or resume: :func:`ablate.sweep.arrays.arrays_of`)."""
     earlier = read_planned(sweep_dir) if plan_path(sweep_dir).is_file() else []
@@ -193,9 +194,12 @@ def dry_run_notes(sweep: Sweep, sweep_dir: Path, planner: Planner, runs: list[Pl
     if len(todo) < len(every):
         lines.append(f"{len(every) - len(todo)} of {len(every)} runs planned so far ended in earlier launches; "
                      f"{len(todo)} to train" + (" now" if sweep.decide.max_seeds else ""))
-    if runner is not None:
-        return [*lines, "how seeds train: alone, each run a Ray task (seed arrays are trained by the local pool)"]
-    where, rule = local_pool(planner, every, workers=workers, runs_per_gpu=runs_per_gpu, fuse=fuse)
+    if cluster is not None:
+        where, rule = cluster.slots(len(todo)), cluster_fusing(fuse)
+        if rule is None:
+            return [*lines, f"how seeds train: alone, each run {cluster.job_name} (--fuse on or N fuses them)"]
+    else:
+        where, rule = local_pool(planner, every, workers=workers, runs_per_gpu=runs_per_gpu, fuse=fuse)
 
     def config_of(run: PlannedRun):
         return run_config(sweep, run.overrides, sweep_dir / run.run_dir, extra, run.labels)
@@ -204,21 +208,27 @@ def dry_run_notes(sweep: Sweep, sweep_dir: Path, planner: Planner, runs: list[Pl
     return [*lines, *seeds_note(groups, rule, config_of, later_looks=bool(sweep.decide.max_seeds))]
 
 
+def cluster_fusing(fuse: str | int) -> Fusing | None:
+    """Which seeds a cluster backend's jobs fuse: with ``--fuse on`` or ``N``, as asked; otherwise (``auto``, ``off``)
+    every run alone, since the launcher cannot see the nodes' GPUs to size an array."""
+    return None if str(fuse) in ("auto", "off") else fusing(fuse, gpus=[])
+
+
 def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: int, dry_run: bool,
            retry_failed: bool, progress: bool = True, runs_per_gpu: str | int = 1,
-           runner: Any = None, fuse: str | int = "auto", notes: list[str] | None = None,
+           cluster: Any = None, fuse: str | int = "auto", notes: list[str] | None = None,
            change_design: bool = False) -> tuple[Path, list[PlannedRun], Outcome | None]:
     """Plan every run (validating each config), then run the pending ones unless ``dry_run``.
 
     A bayes sweep plans its points as it goes: its dry run plans (and shows) the first point only.
-    ``runner``: where runs train (:class:`ablate.sweep.ray_backend.RayRunner`); default this machine's pool of
-    ``workers`` (``runs_per_gpu`` on each GPU); ``fuse``: which seeds train as seed arrays there
-    (:func:`ablate.sweep.arrays.fusing`; a ``runner`` trains every run alone); ``notes``: a dry run adds what it
-    would do beyond the plan (:func:`dry_run_notes`) to it; ``change_design``: a relaunch may change the design
-    (:func:`check_design`).
+    ``cluster``: where jobs run when not on this machine (:class:`ablate.sweep.ray_backend.RayRunner`,
+    :class:`ablate.sweep.slurm_backend.SlurmBackend`); default this machine's pool of ``workers``
+    (``runs_per_gpu`` on each GPU); ``fuse``: which seeds train as seed arrays (:func:`ablate.sweep.arrays.fusing`;
+    on a cluster: :func:`cluster_fusing`); ``notes``: a dry run adds what it would do beyond the plan
+    (:func:`dry_run_notes`) to it; ``change_design``: a relaunch may change the design (:func:`check_design`).
     """
     sweep_dir = sweep_dir or default_sweep_dir(sweep)
-    if runner is not None:  # its runs train on other machines, which share the filesystem but not our cwd
+    if cluster is not None:  # its runs train on other machines, which share the filesystem but not our cwd
         sweep_dir = sweep_dir.resolve()
     _claim(sweep, sweep_dir, extra, write=False)  # before the plan: a plan can read the folder (a bayes sweep's)
     if not change_design:
@@ -228,7 +238,7 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     if dry_run:
         if notes is not None:
             notes += dry_run_notes(sweep, sweep_dir, planner, runs, extra=extra, workers=workers,
-                                   runs_per_gpu=runs_per_gpu, fuse=fuse, retry_failed=retry_failed, runner=runner)
+                                   runs_per_gpu=runs_per_gpu, fuse=fuse, retry_failed=retry_failed, cluster=cluster)
         return sweep_dir, runs, None
     check_writable(sweep_dir, runs, retry_failed)
     read_groups(sweep_dir)  # a damaged record of the arrays is refused before anything is written
@@ -247,15 +257,17 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
         print(start_note(sweep.name, runs, list(queue.todo), sweep_dir,
                          sweep.decide.most_runs(len({r.variant for r in runs}))), file=sys.stderr)
     earlier = [r for r in runs if r.id not in todo_ids]  # ended in an earlier launch
-    if runner is not None:
-        where, train = runner.slots(None if queue.total is None else queue.total - len(earlier)), runner.train
+    backend: Backend | None = None
+    if cluster is not None:
+        where, rule = cluster.slots(None if queue.total is None else queue.total - len(earlier)), cluster_fusing(fuse)
+        backend = cluster.open(sweep_dir)
     else:
-        (where, rule), train = local_pool(planner, runs, workers=workers, runs_per_gpu=runs_per_gpu, fuse=fuse), None
+        where, rule = local_pool(planner, runs, workers=workers, runs_per_gpu=runs_per_gpu, fuse=fuse)
     outcome = execute(queue, lambda r: OmegaConf.to_yaml(run_config(sweep, r.overrides, sweep_dir / r.run_dir, extra,
                                                                      r.labels)),
-                      sweep_dir, slots=where, train=train, progress=progress, evaluate=evaluate,
+                      sweep_dir, slots=where, backend=backend, progress=progress, evaluate=evaluate,
                       hyperband=sweep.early_terminate, metric=sweep.metric["name"], goal=sweep.metric["goal"],
-                      settled=earlier, fusing=None if runner is not None else rule)
+                      settled=earlier, fusing=rule)
     outcome.failed = {**settled.failed, **outcome.failed}
     outcome.skipped += settled.skipped
     return sweep_dir, runs, outcome

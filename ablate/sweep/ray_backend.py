@@ -1,9 +1,10 @@
 """Sweeps on a Ray cluster (``ablate sweep SWEEP.yaml --backend ray [--address ADDR]``): no W&B server needed.
 
 The plan, the queue (grid, random, bayes), hyperband, ``metric.target``, progress, the report and W&B logging
-are the local pool's (:func:`ablate.sweep.runner.execute`); only where a run trains changes: each run is a Ray
-task that runs ``ablate train`` (then ``ablate evaluate`` when the sweep asks) on the node Ray picks, with the
-resources it asks for (``--gpus-per-run``, fractional to pack several small runs on one GPU; ``--cpus-per-run``).
+are the local pool's (:func:`ablate.sweep.runner.execute`); only where a job runs changes: each job (a run, or a
+seed array with ``--fuse on``) is a Ray task that runs it through :func:`ablate.sweep.job.run_job` (training, then
+the sweep's ``evaluate:``) on the node Ray picks, with the resources it asks for (``--gpus-per-run``, fractional to
+pack several small runs on one GPU; ``--cpus-per-run``).
 Run directories must be on a filesystem every node sees (the sweep directory is passed as an absolute path).
 
 When a node dies, Ray runs the task again elsewhere (``max_retries``); the run then resumes from its last
@@ -16,14 +17,13 @@ from __future__ import annotations
 import os
 import socket
 import time
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ablate.errors import COMMAND_LINE, ConfigError
+from ablate.exits import EXIT_FAILED, EXIT_LOCKED
 from ablate.runs.files import log_path
-from ablate.runs.lock import EXIT_LOCKED
-from ablate.sweep.plan import PlannedRun
+from ablate.sweep.job import Ended, Job
 
 RETRIES = 3  # how many times Ray runs a task again after its node died
 LOCK_WAIT = 120.0  # seconds a task waits for a run another process holds before it leaves the run to it
@@ -38,29 +38,32 @@ def _ray() -> Any:
     return ray
 
 
-def _train_on_node(run: dict[str, Any], sweep_dir: str, config_text: str, evaluate: list[str] | None,
-                   cwd: str) -> tuple[int, str]:
-    """What a Ray task does on its node: train (and evaluate) one run there, in a subprocess.
+def _train_on_node(job: dict[str, Any], sweep_dir: str, cwd: str) -> list[Ended]:
+    """What a Ray task does on its node: run one job there (:func:`ablate.sweep.job.run_job`), each process a fresh
+    interpreter.
 
     A run still locked is waited for (up to :data:`LOCK_WAIT` seconds): after a node died, the process that
     trained the run there may take a moment to let go of it.
     """
     import ray
 
-    from ablate.sweep.runner import train_here
+    from ablate.sweep.children import Children
+    from ablate.sweep.job import run_job
 
+    spec = Job.from_json(job)
     if not Path(sweep_dir).parent.is_dir() or not Path(cwd).is_dir():
-        return 1, (f"{sweep_dir} (and {cwd}) not found on node {socket.gethostname()}: a Ray sweep needs a filesystem "
-                   "every node sees, at the same path")
-    run_dir = Path(sweep_dir) / run["run_dir"]
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_path(run_dir), "a") as log:  # which node each attempt ran on
-        print(f"[ablate] ray: node {ray.get_runtime_context().get_node_id()} on {socket.gethostname()}", file=log)
+        return [(EXIT_FAILED, f"{sweep_dir} (and {cwd}) not found on node {socket.gethostname()}: a Ray sweep needs "
+                 "a filesystem every node sees, at the same path")] * len(spec.runs)
+    for run in spec.runs:
+        run_dir = Path(sweep_dir) / run.run_dir
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with open(log_path(run_dir), "a") as log:  # which node each attempt ran on
+            print(f"[ablate] ray: node {ray.get_runtime_context().get_node_id()} on {socket.gethostname()}", file=log)
     deadline = time.monotonic() + LOCK_WAIT
     while True:
-        code, error = train_here(PlannedRun(**run), Path(sweep_dir), config_text, {}, evaluate, Path(cwd), fresh=True)
-        if code != EXIT_LOCKED or time.monotonic() > deadline:
-            return code, error
+        ended = run_job(spec, Path(sweep_dir), env={}, children=Children(), cwd=Path(cwd), fresh=True)
+        if all(code != EXIT_LOCKED for code, _ in ended) or time.monotonic() > deadline:
+            return ended
         time.sleep(2.0)
 
 
@@ -81,12 +84,17 @@ def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
 
 
 class RayRunner:
-    """Trains each run as a Ray task; :func:`ablate.sweep.launch.launch` uses its ``slots`` and ``train``."""
+    """Runs each job as a Ray task (:class:`ablate.sweep.runner.Backend`); :func:`ablate.sweep.launch.launch` uses
+    its ``slots``, and :meth:`open` binds it to the sweep's folder."""
+
+    job_name = "a Ray task"
+    fuses = True
 
     def __init__(self, ray: Any, *, gpus_per_run: float | None, cpus_per_run: float | None):
         self.ray = ray
         self.gpus, self.cpus = gpus_per_run, cpus_per_run
         self.task = ray.remote(max_retries=RETRIES)(_train_on_node) if ray.is_initialized() else None
+        self.sweep_dir: Path | None = None
 
     @classmethod
     def connect(cls, address: str | None, *, gpus_per_run: float | None = None, cpus_per_run: float | None = None,
@@ -124,12 +132,25 @@ class RayRunner:
             pending = int(cpus // (self.resources().get("num_cpus") or 1))
         return [{}] * max(1, pending)
 
-    def train(self, run: PlannedRun, sweep_dir: Path, config_text: str, env: dict[str, str],
-              evaluate: list[str] | None) -> tuple[int, str]:
-        """Train one run on the cluster; blocks until Ray reports its end (after retries, if its node died)."""
-        ref = self.task.options(**self.resources()).remote(asdict(run), str(Path(sweep_dir).resolve()), config_text,
-                                                           evaluate, os.getcwd())
-        try:
-            return self.ray.get(ref)
-        except Exception as exc:  # the task failed on every try (its nodes kept dying): record it, go on
-            return 1, f"ray: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    def open(self, sweep_dir: Path) -> RayRunner:
+        """Bind to ``sweep_dir`` (an absolute path: the nodes see it at the same path)."""
+        self.sweep_dir = Path(sweep_dir).resolve()
+        return self
+
+    def submit(self, jobs: list[tuple[Job, dict[str, str]]]) -> list[Callable[[], list[Ended]]]:
+        """Start each job as a task; each wait blocks until Ray reports its end (after retries, if its node died)."""
+        return [self._wait(self.task.options(**self.resources()).remote(job.to_json(), str(self.sweep_dir),
+                                                                       os.getcwd()), len(job.runs))
+                for job, _ in jobs]
+
+    def _wait(self, ref: Any, runs: int) -> Callable[[], list[Ended]]:
+        def wait() -> list[Ended]:
+            try:
+                return self.ray.get(ref)
+            except Exception as exc:  # the task failed on every try (its nodes kept dying): record it, go on
+                return [(EXIT_FAILED, f"ray: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")] * runs
+        return wait
+
+    def stop(self, signum: int) -> None:
+        """The tasks go on on their nodes (the sweep process waits for them as it unwinds); a relaunch skips what
+        they finished and resumes what they did not."""

@@ -50,14 +50,14 @@ def test_a_gpu_is_filled_by_default():
     """Auto on a GPU: two processes, each an array as large as half the free memory holds; solo packing when the
     seeds do not fuse (--fuse off) or on a CPU."""
     from ablate.sweep.arrays import ARRAYS_PER_GPU, processes_per_gpu
-    from ablate.sweep.runner import slots
+    from ablate.sweep.slots import slots
 
     gib, gpus = 1 << 30, [FakeGpu(0, 40 << 30)]
     per_gpu = processes_per_gpu("auto", "auto", gpus)
     where = slots(workers=1, runs_per_gpu=per_gpu, gpus=gpus, run_bytes=None)
     assert len(where) == ARRAYS_PER_GPU == 2
     assert fusing("auto", gpus=gpus, slots_per_gpu=len(where), run_bytes=2 * gib).members == 10
-    assert processes_per_gpu("auto", "off", gpus) == "auto"  # solo runs: as many as fit (ablate.sweep.runner)
+    assert processes_per_gpu("auto", "off", gpus) == "auto"  # solo runs: as many as fit (ablate.sweep.slots)
     assert processes_per_gpu("auto", "auto", []) == "auto" and processes_per_gpu("3", "auto", gpus) == "3"
 
 

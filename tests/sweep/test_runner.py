@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -51,7 +53,7 @@ def test_killed_sweep_resumes_and_ends_with_exactly_the_planned_runs(tmp_path):
     assert first_ckpt is not None, "no checkpoint appeared"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    time.sleep(1.0)  # the child gets SIGTERM from the kernel when its parent dies
+    _wait_released(first_ckpt.parents[1])  # the child gets SIGTERM from the kernel when its parent dies, and exits
     assert "finished" not in run_statuses(sweep_dir)
 
     resumed = ablate_cli("sweep", str(path), cwd=tmp_path)
@@ -104,18 +106,33 @@ def test_a_run_killed_by_the_kernel_is_recorded_as_failed(tmp_path):
     assert result["error"].startswith("killed by SIGKILL (out of memory?)")
 
 
+def _wait_released(run_dir: Path, timeout: float = 300.0) -> None:
+    """Wait until no process holds the run's lock (its training process has exited: the kernel drops a flock
+    with its holder)."""
+    deadline = time.monotonic() + timeout
+    with open(run_dir / ".lock") as lock:
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                assert time.monotonic() < deadline, f"{run_dir}'s training process still holds its lock"
+                time.sleep(0.05)
+
+
 @pytest.mark.parametrize("code, status", [(130, "interrupted"), (-signal.SIGINT, "interrupted"),
                                           (-signal.SIGTERM, "interrupted"), (-signal.SIGKILL, "failed"), (1, "failed")])
 def test_a_run_stopped_before_it_could_say_so_is_interrupted_not_failed(tmp_path, monkeypatch, code, status):
     """Ctrl-C (or the sweep going away) while a worker was starting a run: the run wrote nothing yet. It is
     interrupted, so a plain relaunch resumes it; only a run that died on its own is failed."""
-    from ablate.sweep import runner
+    from ablate.sweep import job, runner
+    from ablate.sweep.children import Children
     from ablate.sweep.plan import PlannedRun
 
-    monkeypatch.setattr(runner, "_ablate", lambda *a, **k: code)
+    monkeypatch.setattr(job, "run_ablate", lambda *a, **k: code)
     run = PlannedRun(id="r", variant="v", seed=0, varied={}, overrides=[], labels=[], run_dir="runs/r", parameters=1,
                      flops_per_token=1.0)
-    runner._train(run, tmp_path, "seed: 0\n", {}, None, fresh=True)
+    job.run_job(job.Job((run,), ("seed: 0\n",)), tmp_path, env={}, children=Children(), fresh=True)
     assert json.loads((tmp_path / "runs/r/result.json").read_text())["status"] == status
     todo, _ = runner.pending([run], tmp_path, retry_failed=False)
     assert (todo == [run]) == (status == "interrupted")

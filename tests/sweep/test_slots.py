@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import Counter
 
 import pytest
 
 from ablate.sweep import load_sweep
 from ablate.sweep.launch import launch
-from ablate.sweep.runner import MAX_PER_GPU, Gpu, slots
+from ablate.sweep.slots import MAX_PER_GPU, Gpu, slots
 from tests.sweep.conftest import sweep_file
 
 GiB = 1 << 30
@@ -59,28 +58,31 @@ def test_auto_without_an_estimate_runs_one_per_gpu():
 
 
 def test_a_packed_sweep_trains_k_runs_at_once_on_each_gpu_and_pins_each_run(tmp_path, monkeypatch):
-    """The pool with two fake GPUs and --runs-per-gpu 2: every run is given one device, and at most two runs
-    (never more) hold a device at a time, both devices in use."""
+    """The pool with two fake GPUs and --runs-per-gpu 2: every run is given one device, and four runs hold the devices
+    at once (a barrier of four lets a round through only when all four slots are busy), never more than two each."""
     import ablate.sweep.runner as runner
+    import ablate.sweep.slots as machine
 
     lock, holding, most, seen = threading.Lock(), Counter(), Counter(), []
+    together = threading.Barrier(4, timeout=300)  # broken (the test fails) unless four runs train at once
 
-    def fake_train(run, sweep_dir, config_text, env, evaluate):
+    def fake_job(job, sweep_dir, *, env, children, cwd=None, fresh=False):
+        (run,) = job.runs
         device = env["CUDA_VISIBLE_DEVICES"]
         with lock:
             holding[device] += 1
             most[device] = max(most[device], holding[device])
             seen.append((run.id, device, env["OMP_NUM_THREADS"]))
-        time.sleep(0.3)
+        together.wait()
         (sweep_dir / run.run_dir).mkdir(parents=True, exist_ok=True)
         (sweep_dir / run.run_dir / "result.json").write_text(json.dumps({"status": "finished"}))
         with lock:
             holding[device] -= 1
-        return 0, ""
+        return [(0, "")]
 
-    monkeypatch.setattr(runner, "visible_gpus", lambda: [Gpu(0, 80 * GiB), Gpu(1, 80 * GiB)])
-    monkeypatch.setattr(runner, "train_here", fake_train)
-    monkeypatch.setattr(runner, "usable_cores", lambda: 8)
+    monkeypatch.setattr(machine, "visible_gpus", lambda: [Gpu(0, 80 * GiB), Gpu(1, 80 * GiB)])
+    monkeypatch.setattr(runner, "run_job", fake_job)
+    monkeypatch.setattr(machine, "usable_cores", lambda: 8)
     rows = "\n".join(f"- {{name: r{i}, seed: {i}}}" for i in range(8))
     sweep = load_sweep(sweep_file(tmp_path, rows))
     # fuse off: runs one per process (eight seeds of one config would otherwise train as seed arrays on the GPUs)

@@ -25,10 +25,10 @@ def test_a_table3_file_decides_each_row_on_perplexity_and_bleu(name):
 def test_on_a_gpu_the_dry_run_fuses_every_variant_of_table3(shared_data, tmp_path, monkeypatch):
     """A faked CUDA device with 80 GiB free: the dry run of the paper's recipe (step checkpoints kept for averaging,
     val/bleu decoded) trains each variant's three seeds as one array; no variant is left alone."""
-    import ablate.sweep.runner as runner
-    from ablate.sweep.runner import Gpu
+    import ablate.sweep.slots as machine
+    from ablate.sweep.slots import Gpu
 
-    monkeypatch.setattr(runner, "visible_gpus", lambda: [Gpu(0, 80 * 2**30)])
+    monkeypatch.setattr(machine, "visible_gpus", lambda: [Gpu(0, 80 * 2**30)])
     done = ablate_here("sweep", str(REPO / "experiments" / "table3_multi30k.yaml"), "--dry-run",
                        f"data.path={shared_data / 'multi30k'}", "--out", str(tmp_path / "dry"), cwd=REPO)
     assert done.returncode == 0, done.stderr[-2000:]

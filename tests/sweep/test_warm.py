@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from ablate.config import load_config
 from ablate.sweep import warm
-from ablate.sweep.runner import _ablate
+from ablate.sweep.children import Children, run_ablate
 from tests.conftest import REPO, TINY, result_of
 
 pytestmark = pytest.mark.slow
@@ -33,8 +33,8 @@ def _config(tmp: Path, name: str, *extra: str) -> Path:
 def test_a_warm_run_is_bit_identical_to_a_fresh_interpreters(tmp_path):
     assert warm.enabled()
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    codes = [_ablate(["train", str(_config(tmp_path, name))], tmp_path / f"{name}.log", env, None, fresh=fresh)
-             for name, fresh in (("warm", False), ("fresh", True))]
+    codes = [run_ablate(["train", str(_config(tmp_path, name))], tmp_path / f"{name}.log", env, None, Children(),
+                        fresh=fresh) for name, fresh in (("warm", False), ("fresh", True))]
     assert codes == [0, 0]
     warm_result, fresh_result = result_of(tmp_path / "warm"), result_of(tmp_path / "fresh")
     assert warm_result["final"]["val/loss"] == fresh_result["final"]["val/loss"]
@@ -45,8 +45,8 @@ def test_a_warm_run_is_bit_identical_to_a_fresh_interpreters(tmp_path):
 
 
 def test_a_warm_run_sees_its_slots_environment(tmp_path):
-    code = _ablate(["train", str(_config(tmp_path, "env"))], tmp_path / "env.log",
-                   {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}, None)
+    code = run_ablate(["train", str(_config(tmp_path, "env"))], tmp_path / "env.log",
+                      {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}, None, Children())
     result = result_of(tmp_path / "env")
     assert code == 0 and result["threads"] == 1 and result["visible_devices"] == ""
 
@@ -55,20 +55,21 @@ def test_a_failing_warm_run_exits_as_a_fresh_one_does(tmp_path):
     diverges = ["train.schedule_args.scale=1e30", "train.log_every=1"]
     for name in ("w", "f"):  # made first, as the sweep's pool makes its runs' folders: a failed run is marked failed
         (tmp_path / name).mkdir()
-    codes = [_ablate(["train", str(_config(tmp_path, name, *diverges))], tmp_path / f"{name}.log",
-                     {"OMP_NUM_THREADS": "1"}, None, fresh=fresh) for name, fresh in (("w", False), ("f", True))]
+    codes = [run_ablate(["train", str(_config(tmp_path, name, *diverges))], tmp_path / f"{name}.log",
+                        {"OMP_NUM_THREADS": "1"}, None, Children(), fresh=fresh)
+             for name, fresh in (("w", False), ("f", True))]
     assert codes == [1, 1]
     assert result_of(tmp_path / "w")["status"] == result_of(tmp_path / "f")["status"] == "failed"
-    assert _ablate(["train", "no-such.yaml"], tmp_path / "bad.log", {}, None) == 2  # bad input: exit 2
+    assert run_ablate(["train", "no-such.yaml"], tmp_path / "bad.log", {}, None, Children()) == 2  # bad input: exit 2
 
 
 def test_a_script_without_a_main_guard_can_run_warm_runs(tmp_path):
     """multiprocessing re-runs the caller's main module in its children; a warm run must not."""
     script = tmp_path / "study.py"
     config = _config(tmp_path, "script")
-    script.write_text(f"from pathlib import Path\nfrom ablate.sweep.runner import _ablate\n"
-                      f"print('code', _ablate(['train', {str(config)!r}], Path({str(tmp_path / 's.log')!r}), "
-                      f"{{'OMP_NUM_THREADS': '1'}}, None))\n")
+    script.write_text(f"from pathlib import Path\nfrom ablate.sweep.children import Children, run_ablate\n"
+                      f"print('code', run_ablate(['train', {str(config)!r}], Path({str(tmp_path / 's.log')!r}), "
+                      f"{{'OMP_NUM_THREADS': '1'}}, None, Children()))\n")
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert done.stdout.strip() == "code 0", done.stderr[-2000:]
     assert result_of(tmp_path / "script")["status"] == "finished"
