@@ -17,7 +17,8 @@ from typing import Callable, Sequence
 
 from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.evaluate.cli import add_evaluate_parser
-from ablate.runs.lock import EXIT_LOCKED, RunLocked
+from ablate.exits import EXIT_INTERRUPTED, EXIT_LOCKED, EXIT_PIPE, EXIT_USAGE
+from ablate.runs.lock import RunLocked
 from ablate.train.signals import Interrupted
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
@@ -166,19 +167,19 @@ def guarded(command: Callable[[], int]) -> int:
         return command()
     except (ConfigError, UsageError) as err:
         print(f"ablate: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except RunLocked as locked:  # another process trains this run: exit 3, which a sweep's pool tells apart
         print(f"ablate: error: {locked}", file=sys.stderr)
         return EXIT_LOCKED
     except KeyboardInterrupt:
         print("ablate: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Interrupted as stopped:  # a run stopped by SIGINT or SIGTERM inside another command (a W&B agent's)
         print(f"ablate: {stopped}", file=sys.stderr)
         return stopped.exit_code
     except BrokenPipeError:  # the reader went away (`ablate sweep ... --dry-run | head`): nothing more to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush does not raise again
-        return 141
+        return EXIT_PIPE
     except Exception as exc:  # a bug, or something no check foresaw: still one line, the traceback on request
         if os.environ.get("ABLATE_TRACEBACK"):
             traceback.print_exc()

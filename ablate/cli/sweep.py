@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ablate.errors import COMMAND_LINE, ConfigError
+from ablate.exits import signal_exit
 from ablate.runs.files import config_path
 from ablate.runs.plan import plan_path
 
@@ -150,7 +151,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         signum = getattr(stop, "signum", signal.SIGINT)
         print(f"ablate: interrupted by {signal.Signals(signum).name}: ended runs are kept, the others resume from "
               f"their checkpoints with: {relaunch_command(args)}", file=sys.stderr)
-        return 128 + signum
+        return signal_exit(signum)
     if outcome is None:
         print(plan_json(sweep, runs) if args.json else "\n".join([format_matrix(sweep, runs), "", *notes]))
         return 0

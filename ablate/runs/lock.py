@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ablate.errors import ConfigError
-
-EXIT_LOCKED = 3  # `ablate train` exit code when another process is training the same run
+from ablate.exits import EXIT_LOCKED  # noqa: F401  (its exit code, named where the lock is)
 
 
 class RunLocked(RuntimeError):

@@ -10,9 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ablate.exits import STOP_SIGNALS, signal_exit
 from ablate.runs.files import last_checkpoint, resume_command
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+__all__ = ["STOP_SIGNALS", "Interrupted", "sigterm_raises"]
 
 
 class Interrupted(BaseException):
@@ -44,7 +45,7 @@ class Interrupted(BaseException):
     @property
     def exit_code(self) -> int:
         """What a shell reports for a process that a signal ended: 128 + the signal's number (130, 143)."""
-        return 128 + self.signum
+        return signal_exit(self.signum)
 
 
 @contextmanager
