@@ -51,12 +51,24 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
                        help="sequential design: add seeds to undecided rows, up to N each (the sweep's "
                             "decide.max_seeds)")
     sweep.add_argument("--out", metavar="DIR", help="sweep directory (default sweeps/<name>)")
-    sweep.add_argument("--backend", choices=["local", "wandb", "ray"], default="local",
-                       help="local pool (default), W&B's controller and agents, or a Ray cluster")
+    sweep.add_argument("--backend", choices=["local", "wandb", "ray", "slurm"], default="local",
+                       help="local pool (default), W&B's controller and agents, a Ray cluster, or Slurm")
     sweep.add_argument("--address", default=None,
                        help="ray: the cluster to join (default: RAY_ADDRESS, else a local one)")
-    sweep.add_argument("--gpus-per-run", type=float, default=None, help="ray: GPUs per run, fractions pack runs")
-    sweep.add_argument("--cpus-per-run", type=float, default=None, help="ray: CPUs per run")
+    sweep.add_argument("--gpus-per-run", type=float, default=None,
+                       help="ray: GPUs per run, fractions pack runs; slurm: GPUs per job (a whole number)")
+    sweep.add_argument("--cpus-per-run", type=float, default=None, help="ray, slurm: CPUs per run (per job)")
+    slurm = sweep.add_argument_group("slurm", "each job's resources, over the sweep file's slurm: section")
+    slurm.add_argument("--partition", default=None, help="slurm: the partition")
+    slurm.add_argument("--account", default=None, help="slurm: the account")
+    slurm.add_argument("--qos", default=None, help="slurm: the quality of service")
+    slurm.add_argument("--mem-per-run", type=float, default=None, metavar="GB", help="slurm: memory per job, GB")
+    slurm.add_argument("--time-limit", type=int, default=None, metavar="MIN",
+                       help="slurm: each job's time limit, minutes (a run that reaches it saves its step and is "
+                            "requeued)")
+    slurm.add_argument("--max-jobs", type=int, default=None, metavar="N", help="slurm: jobs queued or running at once")
+    slurm.add_argument("--sbatch", action="append", default=None, metavar="--OPTION[=VALUE]",
+                       help="slurm: one more #SBATCH option (repeatable), e.g. --sbatch=--constraint=a100")
     report = sub.add_parser("report", help="comparison table and HTML report of a sweep")
     report.add_argument("sweep", metavar="SWEEP.yaml|SWEEP_DIR")
     report.add_argument("--wide", action="store_true", help="every column of the table and what they mean, however "

@@ -63,9 +63,20 @@ def _check(args: argparse.Namespace) -> None:
                           COMMAND_LINE)
     for option in ("gpus_per_run", "cpus_per_run"):
         value = getattr(args, option)
-        if value is not None and (args.backend != "ray" or value <= 0):
-            allowed = "a positive number" if args.backend == "ray" else "nothing: it is for --backend ray"
-            raise ConfigError(f"--{option.replace('_', '-')}", value, allowed, COMMAND_LINE)
+        if value is None:
+            continue
+        if args.backend == "ray" and not 0 < value < float("inf"):
+            raise ConfigError(f"--{option.replace('_', '-')}", value, "a positive number", COMMAND_LINE)
+        if args.backend == "slurm" and not (value == int(value) and value >= (option == "cpus_per_run")):
+            raise ConfigError(f"--{option.replace('_', '-')}", value, "a whole number of "
+                              + ("CPUs, at least 1" if option == "cpus_per_run" else "GPUs"), COMMAND_LINE)
+        if args.backend not in ("ray", "slurm"):
+            raise ConfigError(f"--{option.replace('_', '-')}", value, "nothing: it is for --backend ray or slurm",
+                              COMMAND_LINE)
+    for option in SLURM_OPTIONS:
+        if getattr(args, option) is not None and args.backend != "slurm":
+            raise ConfigError(f"--{option.replace('_', '-')}", getattr(args, option),
+                              "nothing: it is for --backend slurm", COMMAND_LINE)
     fuse = str(args.fuse)
     if not (fuse in ("auto", "on", "off") or (fuse.isdigit() and 1 <= int(fuse) <= MAX_WORKERS)):
         raise ConfigError("--fuse", args.fuse, f"auto, on, off, or a number of seeds an array from 1 to {MAX_WORKERS}",
@@ -81,11 +92,13 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError(bad[0], bad[0], "an override of the form key=value", COMMAND_LINE)
 
 
+SLURM_OPTIONS = ("partition", "account", "qos", "mem_per_run", "time_limit", "max_jobs", "sbatch")  # --backend slurm's
 # (option, attribute, its default): what a relaunch repeats of the command line
 RELAUNCH_OPTIONS = (("--out", "out", None), ("--workers", "workers", None), ("--runs-per-gpu", "runs_per_gpu", "auto"),
                     ("--fuse", "fuse", "auto"), ("--max-runs", "max_runs", None), ("--max-seeds", "max_seeds", None),
                     ("--backend", "backend", "local"), ("--address", "address", None),
-                    ("--gpus-per-run", "gpus_per_run", None), ("--cpus-per-run", "cpus_per_run", None))
+                    ("--gpus-per-run", "gpus_per_run", None), ("--cpus-per-run", "cpus_per_run", None),
+                    *((f"--{o.replace('_', '-')}", o, None) for o in SLURM_OPTIONS))
 
 
 def relaunch_command(args: argparse.Namespace) -> str:
@@ -93,7 +106,9 @@ def relaunch_command(args: argparse.Namespace) -> str:
     words = ["ablate", "sweep", args.sweep, *args.overrides]
     for option, name, default in RELAUNCH_OPTIONS:
         value = getattr(args, name, default)
-        if value != default and value is not None:
+        if isinstance(value, list):  # a repeatable option (--sbatch)
+            words += [f"{option}={v}" for v in value]
+        elif value != default and value is not None:
             words += [option, str(value)]
     flags = [f for f, on in (("--retry-failed", args.retry_failed), ("--change-design", args.change_design)) if on]
     return shlex.join(words + flags)
@@ -135,6 +150,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
         runner = RayRunner.connect(args.address, gpus_per_run=args.gpus_per_run, cpus_per_run=args.cpus_per_run,
                                    dry_run=args.dry_run)
+    if args.backend == "slurm":
+        from ablate.sweep.slurm_backend import SlurmBackend
+
+        whole = {k: None if getattr(args, k) is None else int(getattr(args, k)) for k in ("gpus_per_run",
+                                                                                         "cpus_per_run")}
+        settings = sweep.slurm.updated({**whole, "partition": args.partition, "account": args.account,
+                                        "qos": args.qos, "mem_gb": args.mem_per_run, "time_min": args.time_limit,
+                                        "max_jobs": args.max_jobs, "sbatch": args.sbatch}, COMMAND_LINE)
+        runner = SlurmBackend.connect(settings, dry_run=args.dry_run)
     notes: list[str] = []
     from ablate.sweep.runner import interrupt_on
 
@@ -149,6 +173,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                               change_design=args.change_design)
     except KeyboardInterrupt as stop:
         signum = getattr(stop, "signum", signal.SIGINT)
+        if args.backend == "slurm":
+            print(f"ablate: interrupted by {signal.Signals(signum).name}: the Slurm jobs go on (squeue lists them); "
+                  f"the launcher waits for them again, and submits what is missing, with: {relaunch_command(args)}",
+                  file=sys.stderr)
+            return signal_exit(signum)
         print(f"ablate: interrupted by {signal.Signals(signum).name}: ended runs are kept, the others resume from "
               f"their checkpoints with: {relaunch_command(args)}", file=sys.stderr)
         return signal_exit(signum)

@@ -8,6 +8,7 @@ from typing import Any
 
 from ablate.errors import COMMAND_LINE, ConfigError, check_name
 from ablate.runs.metrics import EVALUATED, allowed, known
+from ablate.sweep.slurm_settings import SlurmSettings
 from ablate.sweep.decide import parse_decide
 from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.match import Match
@@ -16,7 +17,7 @@ from ablate.sweep.params import Param, flatten
 from ablate.sweep.spec import DEFAULT_VARIANT, Sweep, _row_values, _short, _yaml_value
 from ablate.yamlio import load_yaml_file
 
-ABLATE_KEYS = {"base", "rows", "ladder", "sampler_seed", "match", "evaluate", "decide"}
+ABLATE_KEYS = {"base", "rows", "ladder", "sampler_seed", "match", "evaluate", "decide", "slurm"}
 W_AND_B_KEYS = {"name", "description", "method", "metric", "parameters", "run_cap", "early_terminate", "project",
                 "entity", "controller", "program", "command", "job", "image_uri", "scheduler", "apiVersion", "kind",
                 "metrics"}
@@ -244,6 +245,7 @@ def load_sweep(path: str | Path) -> Sweep:
                   early_terminate=Hyperband.parse(raw.get("early_terminate"), source),
                   project=raw.get("project"), entity=raw.get("entity"),
                   decide=parse_decide(raw.get("decide"), source),
+                  slurm=SlurmSettings.parse(raw.get("slurm"), source),
                   ignored=[k for k in NOT_HONOURED if k in raw], raw=raw)
     check_sequential(sweep)
     check_judged(sweep)

@@ -22,6 +22,7 @@
     decide: {margin: 0.05, max_seeds: 10}  # equivalence margin; seeds added until rows are decided (sweep.decide)
     # or judged on several metrics, the family's error shared over rows x metrics:
     # decide: {max_seeds: 7, metrics: [{name: val/loss, margin: 0.05}, {name: test/bleu, goal: maximize}]}
+    slurm: {partition: gpu, gpus_per_run: 1, time_min: 240}  # with --backend slurm (ablate.sweep.slurm_settings)
 
 Rows, ladder steps and swept parameters are the sweep's *factors*; each point records its level of each
 (:attr:`Point.factors`), so that a report compares a row with the base row at the same values of the others.
@@ -49,6 +50,7 @@ from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.match import Match
 from ablate.sweep.methods import DEFAULT_METHOD, SearchMethod, method_named
 from ablate.sweep.params import Param
+from ablate.sweep.slurm_settings import SlurmSettings
 
 DEFAULT_VARIANT = "base"  # the name of a row, or of a point, that sets nothing
 ROW_KEYS = ("name", "match")  # a row's own keys; every other key of a row is a config key
@@ -89,6 +91,7 @@ class Sweep:
     project: str | None = None  # W&B project and entity of every run
     entity: str | None = None
     decide: Decide = Decide()  # how rows are compared with the base: margin, sequential seeds, alpha
+    slurm: SlurmSettings = SlurmSettings()  # what each job asks Slurm for, with --backend slurm
     ignored: list[str] = field(default_factory=list)  # W&B keys present that ablate does not honour
     raw: dict[str, Any] = field(default_factory=dict)
 
