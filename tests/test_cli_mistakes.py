@@ -204,8 +204,14 @@ MISTAKES = [
      "probabilities=[0.5, 0.6] is not allowed; expected 2 non-negative numbers that sum to 1"),
     (["sweep", SWEEP, "--runs-per-gpu", "0"], "--runs-per-gpu='0' is not allowed"),
     (["sweep", SWEEP, "--gpus-per-run", "0.5"],
-     "--gpus-per-run=0.5 is not allowed; expected nothing: it is for --backend ray"),
-    (["sweep", SWEEP, "--backend", "slurm"], "argument --backend: invalid choice: 'slurm'"),
+     "--gpus-per-run=0.5 is not allowed; expected nothing: it is for --backend ray or slurm"),
+    (["sweep", SWEEP, "--backend", "slurm", "--cpus-per-run", "0.5"],
+     "--cpus-per-run=0.5 is not allowed; expected a whole number of CPUs, at least 1"),
+    (["sweep", SWEEP, "--partition", "gpu"], "--partition='gpu' is not allowed; expected nothing: it is for --backend "
+     "slurm"),
+    (["sweep", SWEEP, "--backend", "slurm", "--time-limit", "0"], "--time-limit=0 is not allowed; expected a positive "
+     "integer"),
+    (["sweep", SWEEP, "--backend", "kube"], "argument --backend: invalid choice: 'kube'"),
     (["sweep", SWEEP, "--address", "10.0.0.1:6379"], "--address='10.0.0.1:6379' is not allowed; expected nothing"),
     (["sweep", "margin.yaml"], "decide.margin=-0.1 is not allowed; expected a positive, finite margin"),
     (["sweep", "relative.yaml"], "decide.margin='2 percent' is not allowed; expected a positive number"),
