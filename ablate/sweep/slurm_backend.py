@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ablate.errors import COMMAND_LINE, ConfigError
-from ablate.exits import EXIT_FAILED, EXIT_INTERRUPTED
-from ablate.runs.files import read_json, read_result, write_json
+from ablate.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED
+from ablate.runs.files import read_json, read_result, result_path, write_json
 from ablate.runs.status import SETTLED, Status
 from ablate.sweep.children import Children
 from ablate.sweep.job import Ended, Job, run_job
@@ -50,6 +50,7 @@ SLURM_DIR = "slurm"  # in the sweep folder: submitit's files (%j: the job id) an
 JOBS_FILE = "jobs.json"
 POLL_EVERY = 2.0  # seconds between two looks at the queue (one squeue call for every job the launcher waits for)
 RESUBMITS = 2  # a job that ended with runs neither settled nor interrupted (its node died) is submitted again
+DIED = ("NODE_FAIL", "BOOT_FAIL", "LAUNCH_FAILED")  # sacct's word for a job that died with its node: submitted again
 QUEUED = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "REQUEUE_HOLD",
           "REQUEUE_FED", "STAGE_OUT", "SIGNALING", "PREEMPTED")  # a job Slurm still holds: it runs, or will
 
@@ -122,6 +123,17 @@ def jobs_path(sweep_dir: Path) -> Path:
     return sweep_dir / SLURM_DIR / JOBS_FILE
 
 
+def final_state(job_id: str) -> str | None:
+    """sacct's state of a job that has left the queue (``CANCELLED``, ``NODE_FAIL``, ...); None without accounting."""
+    try:
+        out = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "State", "-j", job_id], capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    words = out.stdout.split() if out.returncode == 0 else []
+    return words[0] if words else None  # "CANCELLED by 0" -> "CANCELLED"
+
+
 def queue_states(user: str | None = None) -> dict[str, str] | None:
     """Every job of ``user`` (default: this one) Slurm still holds, by id (an array's tasks as ``ID_I``), with its
     state; None when Slurm did not answer."""
@@ -151,6 +163,14 @@ class _Queue:
             if self.states is None:
                 return "?"
             return self.states.get(job_id)
+
+
+def _interrupted(run_dir: Path, why: str) -> Ended:
+    """Record a run whose job was cancelled before it could say so itself as interrupted (a relaunch resumes it)."""
+    result = read_result(run_dir) or {}
+    if result.get("status") in (None, Status.RUNNING):
+        write_json(result_path(run_dir), {**result, "status": Status.INTERRUPTED, "error": why})
+    return EXIT_TERMINATED, result.get("error") or why
 
 
 class SlurmBackend:
@@ -240,6 +260,8 @@ class SlurmBackend:
         """Submit ``jobs`` (one job array when several); their Slurm job ids."""
         env = {"OMP_NUM_THREADS": str(self.settings.cpus_per_run), "MKL_NUM_THREADS": str(self.settings.cpus_per_run)}
         calls = [NodeJob(job.to_json(), str(self.sweep_dir), os.getcwd(), env) for job in jobs]
+        for job in jobs:  # the word of an earlier job of the same key is no word from this one
+            ended_path(self.sweep_dir, job).unlink(missing_ok=True)
         try:
             if len(calls) == 1:
                 return [self._executor.submit(calls[0]).job_id]
@@ -266,19 +288,27 @@ class SlurmBackend:
 
     def _ended(self, job: Job, job_id: str) -> list[Ended] | None:
         """How ``job``'s runs ended once its Slurm job left the queue: the node's word, else their records; None when
-        it died without a word and its runs are neither settled nor interrupted (and may be submitted again)."""
+        it died without a word (its node died: sacct's :data:`DIED`, or no accounting to ask) and its runs are
+        neither settled nor interrupted, to be submitted again. A job cancelled in Slurm (``scancel``) leaves its
+        runs interrupted: a relaunch resumes them."""
         path = ended_path(self.sweep_dir, job)
         if path.is_file():
             return [tuple(e) for e in read_json(path)["ended"]]
         statuses = [(read_result(self.sweep_dir / r.run_dir) or {}).get("status") for r in job.runs]
         submitted = (self._record().get(job.key) or {}).get("submitted", 1)
-        if all(s in (*SETTLED, Status.INTERRUPTED) for s in statuses) or submitted > RESUBMITS:
-            log = self.sweep_dir / SLURM_DIR / str(job_id)
-            return [(0 if s in (Status.FINISHED, Status.STOPPED) else EXIT_FAILED,
-                     "" if s in (Status.FINISHED, Status.STOPPED) else
-                     f"Slurm job {job_id} ended without a word from its run ({s or 'never started'}); see {log}")
-                    for s in statuses]
-        return None
+        state = final_state(job_id)
+        log = self.sweep_dir / SLURM_DIR / str(job_id)
+        if state is not None and state.startswith("CANCELLED"):
+            return [(0, "") if s in (Status.FINISHED, Status.STOPPED) else
+                    _interrupted(self.sweep_dir / r.run_dir, f"Slurm job {job_id} was cancelled ({state}); see {log}")
+                    for r, s in zip(job.runs, statuses)]
+        if (state in (*DIED, None) and submitted <= RESUBMITS
+                and not all(s in (*SETTLED, Status.INTERRUPTED) for s in statuses)):
+            return None
+        return [(0 if s in (Status.FINISHED, Status.STOPPED) else EXIT_FAILED,
+                 "" if s in (Status.FINISHED, Status.STOPPED) else
+                 f"Slurm job {job_id} ended ({state or 'state unknown'}) without a word from its run "
+                 f"({s or 'never started'}); see {log}") for s in statuses]
 
     def _resubmit(self, job: Job) -> None:
         """Submit a job again that ended without a word (its node died) and record its new id."""

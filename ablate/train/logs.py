@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+import warnings
 from typing import Any
 
 import pytorch_lightning as pl
@@ -35,7 +36,10 @@ def _advert(record: logging.LogRecord) -> bool:
 
 
 def drop_adverts() -> None:
-    """Keep Lightning's adverts (litlogger, litmodels) out of every run's output; its other messages stay."""
+    """Keep Lightning's adverts (litlogger, litmodels) out of every run's output, and its advice to start a run with
+    ``srun``, given wherever Slurm is installed: a Slurm sweep's launcher builds Trainers on the login node (its
+    preflight), and its jobs start each run in a process of their own, one task each; its other messages stay."""
+    warnings.filterwarnings("ignore", message=r"The `srun` command is available on your system but is not used")
     for name in LIGHTNING_LOGGERS:
         logger = logging.getLogger(name)
         if _advert not in logger.filters:

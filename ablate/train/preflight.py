@@ -37,7 +37,10 @@ from ablate.runs.files import (CHECKPOINT_SUFFIX, checkpoints_dir, config_change
                                last_checkpoint, read_result, read_run_config, result_path, resume_command)
 from ablate.runs.owner import check_folder, claim
 from ablate.runs.status import SETTLED, Status
+from ablate.train.logs import drop_adverts
 from ablate.train.system import build_schedule
+
+drop_adverts()  # the Trainers built here are a launcher's (on a Slurm login node: no srun advice)
 
 TRAINER_KEYS = ("accelerator", "devices", "strategy", "precision")
 # What training holds per parameter at the very least, whatever the precision and optimiser: a 16-bit weight and its

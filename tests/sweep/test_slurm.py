@@ -101,8 +101,8 @@ def test_a_job_requeued_mid_run_resumes_to_the_uninterrupted_value(slurm_cluster
     """``scontrol requeue`` (what preemption does) while the run trains: SIGTERM, the run saves its step and records
     itself interrupted, Slurm starts the job again and the run resumes from that step to the value the same run has
     uninterrupted (trained by the local pool)."""
-    path = _sweep(tmp_path, "- {name: base}", seeds=1, steps=2000)
-    extra = [ONE_THREAD, "train.checkpoint_every=20", "train.val_every=100"]
+    path = _sweep(tmp_path, "- {name: base}", seeds=1, steps=600)
+    extra = [ONE_THREAD, "train.val_every=50"]
     local = ablate_cli("sweep", str(path), *extra, "--out", str(tmp_path / "local"), cwd=tmp_path)
     assert local.returncode == 0, local.stderr[-2000:]
     sweep_dir = tmp_path / "slurm"
@@ -111,7 +111,7 @@ def test_a_job_requeued_mid_run_resumes_to_the_uninterrupted_value(slurm_cluster
     try:
         run_dir = sweep_dir / _wait_for("the plan", lambda: (sweep_dir / "plan.json").is_file() and plan_of(
             sweep_dir)["runs"])[0]["run_dir"]
-        _wait_for("the run's first validation (step 100)", lambda: _validated_at(run_dir) >= 100)
+        _wait_for("the run's first validation (step 50)", lambda: _validated_at(run_dir) >= 50)
         (job,) = _jobs(sweep_dir).values()
         slurm_cluster.run("scontrol", "requeue", job["id"])
         out, err = proc.communicate(timeout=DEADLINE)
