@@ -62,7 +62,7 @@ def _csv(report) -> dict[str, dict[str, str]]:
     return {r["variant"]: r for r in rows}
 
 
-def test_the_design_decides_far_at_three_seeds_and_close_at_none_before_the_budget(report):
+def test_the_design_decides_far_at_three_seeds_and_leaves_close_undecided_at_the_budget(report):
     rows = {r.name: r for r in report.variants}
     assert (rows["far"].comparison.verdict, rows["far"].comparison.decided_at) == ("worse", 3)
     assert rows["close"].comparison.decided_at is None and rows["close"].comparison.look == 5
