@@ -45,8 +45,9 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
                             "sweep, which otherwise runs until stopped)")
     sweep.add_argument("--retry-failed", action="store_true", help="run failed runs again")
     sweep.add_argument("--change-design", action="store_true",
-                       help="relaunch under a design (method, decide: margin, max_seeds, alpha, first seeds) other "
-                            "than the first launch's: every look is replayed under the new one")
+                       help="relaunch under a design (method, decide: margin, max_seeds, alpha, first seeds; the "
+                            "rows; the base config, which gives the runs new ids) other than the first launch's: "
+                            "every look is replayed and every row judged under the new one")
     sweep.add_argument("--max-seeds", type=int, default=None, metavar="N",
                        help="sequential design: add seeds to undecided rows, up to N each (the sweep's "
                             "decide.max_seeds)")

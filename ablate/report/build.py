@@ -1,5 +1,9 @@
 """A sweep folder's report built: its runs grouped into the variant table (:mod:`ablate.report.table`), and every
 row judged against its base on each judged metric, with a factorial design's effects and a ladder's trends.
+
+In a sequential design every column of a row reads the seeds its verdicts read (:func:`read_seeds`): a run that ended
+beyond them (a seed started ahead of a look in an idle worker, :mod:`ablate.sweep.sequential`) is set apart, in the
+row's ``ahead``, so that the table depends on the design and the outcomes, never on how the workers were timed.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from ablate.report.collect import Plan, read_plan, read_runs
 from ablate.report.table import (LEAKS, Effect, Report, Trend, VariantRow, going, group_by_variant, metric_keys,
                                  variant_row)
 from ablate.runs.outcome import common_step, outcomes
-from ablate.runs.status import Status
+from ablate.runs.status import SETTLED, Status
 from ablate.stats import verdict as V
 from ablate.stats.compare import Comparison
 from ablate.stats.design import Design, Judged
@@ -107,6 +111,38 @@ def judge_runs(contrast: Contrast, rows: dict[str, VariantRow], ended: dict[str,
     return replace(c, step=step, reason="; ".join(filter(None, [why, c.reason])))
 
 
+def read_seeds(design_of: Factorial, rows: list[VariantRow], judged: tuple[Judged, ...],
+               design: Design) -> dict[str, set[int]]:
+    """The seeds of each cell that a sequential design's verdicts read: for every contrast that asks for seeds (the
+    family, judged on each judged metric as the sweep's queue judges it), the first n seeds of each of its cells, n
+    its reported look (the look that decided it, else its last complete one). A cell that no contrast has judged at a
+    complete first look yet is absent: nothing has been read of it, nor run ahead of it."""
+    family = design_of.family()
+    design = replace(design, rows=max(1, len(family)), metrics=len(judged))
+    by_name = {row.name: row for row in rows}
+    first = max(2, len(design.first))
+    read: dict[str, set[int]] = {}
+    for metric in judged:
+        ended = {name: outcomes(row.runs, metric.name) for name, row in by_name.items()}
+        for c in (c for c in family if c.drives):
+            found = judge_runs(c, by_name, ended, design.judging(metric), metric.goal, metric.name)
+            if found is not None and found.look >= first:
+                for v in c.cells:
+                    read.setdefault(v, set()).update(design.seeds(found.look))
+    return read
+
+
+def reading(row: VariantRow, seeds: set[int] | None, keys: tuple[str, ...]) -> VariantRow:
+    """The row over the runs its verdicts read (``seeds``; None: every run), with those that ended beyond them in
+    ``ahead``; a run still going stays (its look is under way)."""
+    ahead = tuple(run for run in row.runs if seeds is not None and run.seed not in seeds and run.status in SETTLED)
+    if not ahead:
+        return row
+    kept = [run for run in row.runs if run not in ahead]
+    return replace(variant_row(row.name, kept, keys, is_base=row.is_base), stratum=row.stratum,
+                   base_name=row.base_name, ahead=ahead)
+
+
 def build_report(sweep_dir: Path, *, now: datetime | None = None) -> Report:
     """Collect a sweep directory into a comparison table, one row per variant in plan order.
 
@@ -116,7 +152,8 @@ def build_report(sweep_dir: Path, *, now: datetime | None = None) -> Report:
 
     Returns:
         The report. Curves pool every run that has not failed (a running run shows its progress);
-        the table's numbers use finished runs only.
+        the table's numbers use finished runs only, and, in a sequential design, only the seeds the verdicts read
+        (:func:`read_seeds`; the runs that ended beyond them are each row's ``ahead``).
 
     Raises:
         FileNotFoundError: ``sweep_dir`` has no plan.json.
@@ -132,6 +169,9 @@ def build_report(sweep_dir: Path, *, now: datetime | None = None) -> Report:
     rows = [replace(row, is_base=cells.is_base(row.name), stratum=cells.stratum(row.name),
                     base_name=cells.stratum_base(row.name)) for row in rows]
     judged = plan.judged or (Judged(plan.metric, plan.goal, plan.design.margin),)
+    if plan.design.sequential:
+        read = read_seeds(cells, rows, judged, plan.design)
+        rows = [reading(row, read.get(row.name), keys) for row in rows]
     rows, design, effects, trends = with_comparisons(rows, judged, plan.design, cells)
     return Report(
         name=plan.name,

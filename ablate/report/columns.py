@@ -41,6 +41,8 @@ class Column:
         drop: its place in the order a narrow terminal gives up the verdict view's columns; None: it always stays.
         applies: whether this report's design displays it (the CSV always has it, so its columns are the same for
             every design).
+        timed: its values depend on how the sweep's workers were timed (throughput, wall time, the runs started
+            ahead of a look), not on its design and outcomes: two launches of one sweep agree on every other column.
     """
 
     csv: tuple[str, ...]
@@ -52,6 +54,7 @@ class Column:
     verdict: int | None = None
     drop: int | None = None
     applies: bool = True
+    timed: bool = False
 
 
 def stat_fields(stat: Stat | None) -> list[Any]:
@@ -231,15 +234,25 @@ def _also(report: Report, j: Judged, i: int) -> list[Column]:
 
 
 def _costs(report: Report) -> list[Column]:
-    """Throughput and wall time (means with their spread), then the first error in full."""
+    """Throughput and wall time (means with their spread), the runs that ended beyond the seeds the row's verdicts
+    read (a sequential design's seeds started ahead of a look: in no other column), then the first error in full."""
     def mean(stat: Stat | None) -> float | None:
         return stat.mean if stat else None
 
     return [Column(spread("tokens_per_s"), lambda row: stat_fields(row.tokens_per_s), "tokens/s",
-                   lambda row: format_count(mean(row.tokens_per_s)), shown=13.0),
+                   lambda row: format_count(mean(row.tokens_per_s)), shown=13.0, timed=True),
             Column(spread("wall_time_s"), lambda row: stat_fields(row.wall_time_s), "wall time",
-                   lambda row: format_duration(mean(row.wall_time_s)), shown=14.0),
+                   lambda row: format_duration(mean(row.wall_time_s)), shown=14.0, timed=True),
+            Column(("ahead_not_read",), lambda row: [len(row.ahead)], "ahead, not read",
+                   lambda row: str(len(row.ahead)) if row.ahead else "", shown=15.5,
+                   applies=report.design.sequential, timed=True),
             Column(("first_error",), lambda row: [row.first_error])]
+
+
+def timed_names(report: Report) -> list[str]:
+    """The CSV names of the columns whose values depend on how the workers were timed (``timed``): the only ones in
+    which two launches of one sweep, with any workers, killed and relaunched or not, may differ."""
+    return [name for column in columns(report) if column.timed for name in column.csv]
 
 
 def verdict_titles(report: Report) -> set[str]:

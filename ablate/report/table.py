@@ -1,9 +1,10 @@
 """The comparison table of a sweep, one row per variant, like Table 3 of the paper.
 
 Every number of a variant is a mean over the seeds that *finished*, with the sample standard
-deviation (n - 1 in the denominator; none for a single run) and the count n. A run's value of a
-metric is its final value, falling back to its best. A variant with no finished run has no numbers
-at all (it is ``pending``, or ``failed`` when every run failed), never zeros.
+deviation (n - 1 in the denominator; none for a single run) and the count n; in a sequential design, over the seeds
+its verdicts read (:func:`ablate.report.build.read_seeds`), its runs beyond them set apart as ``ahead``. A run's
+value of a metric is its final value, falling back to its best. A variant with no finished run has no numbers at all
+(it is ``pending``, or ``failed`` when every run failed), never zeros.
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ class VariantRow:
     matched: dict[str, Any] | None = None  # a matched budget: budget, by, value, achieved, target
     stratum: str = ""  # its levels of the factors besides the row ("" without strata): compared within it
     base_name: str | None = None  # the base row's variant in its stratum (what Δ is measured from)
+    ahead: tuple[RunRow, ...] = ()  # runs that ended beyond the seeds its verdicts read (sequential): in no column
 
     @property
     def n_runs(self) -> int:

@@ -48,7 +48,10 @@ def legend(report: Report) -> str:
              f"the row's test finds with {POWER:.0%} power, its sd at a {SD_CONFIDENCE:.0%} upper confidence bound.")
     if d.sequential:
         text += (" decided at: the seeds at the look that decided the row (no seed is added to it after); a row "
-                 "still undecided got seeds up to the budget.")
+                 "still undecided got seeds up to the budget. Every column of a row reads the seeds its verdicts "
+                 "read: those of the look that decided it, else of its last complete look (the base: the most any "
+                 "of its rows read); ahead, not read: its runs that ended beyond them (seeds started ahead of a "
+                 "look while a worker would have idled), in no other column until a later look reads them.")
     if d.margin is not None:
         text += (f" seeds for ±{d.margin} (rows not yet decided): seeds a fixed design needs to decide the margin "
                  f"with {POWER:.0%} power (sd as observed – at its upper bound).")
@@ -114,7 +117,20 @@ def notes(report: Report) -> list[str]:
               for name, c in row.judged.items()]  # the other judged metrics' comparisons, named
     every = [(row.name, row.comparison) for row in compared] + others
     return [f"{name}: {c.reason}." for name, c in every if c.reason] + \
-        [skew_note(name, c, report.design.rows) for name, c in every if c.skewed]
+        [skew_note(name, c, report.design.rows) for name, c in every if c.skewed] + ahead_note(report)
+
+
+def ahead_note(report: Report) -> list[str]:
+    """A line naming the runs that ended beyond the seeds their rows' verdicts read (a sequential design's seeds
+    started ahead of a look), which no column counts."""
+    ahead = [f"{row.name} seed{'s' * (len(row.ahead) > 1)} {', '.join(str(run.seed) for run in row.ahead)}"
+             for row in report.variants if row.ahead]
+    if not ahead:
+        return []
+    n = sum(len(row.ahead) for row in report.variants)
+    return [f"ahead, not read: {'; '.join(ahead)} ({n} run{'s' * (n > 1)} that ended beyond the seeds their row's "
+            "verdicts read, started ahead of a look while a worker would have idled: no other column counts "
+            f"{'them' if n > 1 else 'it'}; a later look, if one comes, reads {'them' if n > 1 else 'it'})."]
 
 
 def skew_note(name: str, c: Comparison, rows: int) -> str:

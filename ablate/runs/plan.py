@@ -1,8 +1,10 @@
 """A sweep's ``plan.json``: the one record of what a sweep planned, its writer's and its readers' shared format.
 
     <sweep_dir>/plan.json   name, description, method, metric {name, goal}, base_variant, varied_keys,
-                            factors [{name, levels}], design (:meth:`ablate.stats.design.Design.to_json`),
-                            judged [{name, goal, margin}] (the metrics every row is judged on, the first the headline),
+                            factors [{name, levels}], design (:meth:`ablate.stats.design.Design.to_json`, and
+                            ``family``: the labels of the contrasts it judges), judged [{name, goal, margin}] (the
+                            metrics every row is judged on, the first the headline), base_config (the base row's
+                            resolved config, from which a relaunch names what changed its runs' identities),
                             runs [{id, variant, seed, run_dir, ...}] (:class:`ablate.sweep.plan.PlannedRun`)
 
 :mod:`ablate.sweep.plan` writes it (:meth:`PlanRecord.to_json`), :mod:`ablate.report.collect` reads it
@@ -46,6 +48,7 @@ class PlanRecord:
     design: dict[str, Any] | None = None  # how rows are compared with the base (Design.to_json)
     judged: tuple[dict[str, Any], ...] = ()  # the judged metrics (Judged.to_json), the first the headline; ()
     # in a plan written before them: the metric alone, at the design's margin
+    base_config: dict[str, Any] | None = None  # the base row's resolved config (None: a plan written before it)
 
     def to_json(self) -> dict[str, Any]:
         """The record as plan.json holds it."""
@@ -59,6 +62,7 @@ class PlanRecord:
             "factors": list(self.factors),
             "design": self.design,
             "judged": list(self.judged),
+            "base_config": self.base_config,
             "runs": list(self.runs),
         }
 
@@ -101,9 +105,12 @@ class PlanRecord:
         if not isinstance(judged, list) or not all(isinstance(j, dict) and isinstance(j.get("name"), str)
                                                    for j in judged):
             raise ConfigError("judged", judged, "a list of {name, goal, margin} written by ablate sweep", path)
+        base_config = data.get("base_config")
+        if base_config is not None and not isinstance(base_config, dict):
+            raise ConfigError("base_config", base_config, "a mapping written by ablate sweep", path)
         return cls(data["name"], metric, runs, data.get("description"), data.get("method"),
                    data.get("base_variant") or (runs[0]["variant"] if runs else ""),
-                   tuple(data.get("varied_keys", ())), tuple(factors), design, tuple(judged))
+                   tuple(data.get("varied_keys", ())), tuple(factors), design, tuple(judged), base_config)
 
     @property
     def goal(self) -> str:

@@ -22,6 +22,7 @@ from ablate.sweep.memory import training_bytes
 from ablate.sweep.plan import (Planner, PlannedRun, default_sweep_dir, factor_record, factorial_of, read_planned,
                                run_config, write_plan)
 from ablate.sweep.progress import start_note
+from ablate.sweep.relaunch import check_relaunch
 from ablate.sweep.queue import BayesQueue, RunQueue, StreamQueue
 from ablate.sweep.arrays import Fusing, arrays_of, fusing, processes_per_gpu, read_groups, seeds_note
 from ablate.sweep import slots as machine
@@ -225,7 +226,8 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     :class:`ablate.sweep.slurm_backend.SlurmBackend`); default this machine's pool of ``workers``
     (``runs_per_gpu`` on each GPU); ``fuse``: which seeds train as seed arrays (:func:`ablate.sweep.arrays.fusing`;
     on a cluster: :func:`cluster_fusing`); ``notes``: a dry run adds what it would do beyond the plan
-    (:func:`dry_run_notes`) to it; ``change_design``: a relaunch may change the design (:func:`check_design`).
+    (:func:`dry_run_notes`) to it; ``change_design``: a relaunch may change the design
+    (:func:`check_design`, :func:`ablate.sweep.relaunch.check_relaunch`).
     """
     sweep_dir = sweep_dir or default_sweep_dir(sweep)
     if cluster is not None:  # its runs train on other machines, which share the filesystem but not our cwd
@@ -235,6 +237,8 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
         check_design(sweep, sweep_dir)
     planner = Planner(sweep, extra, check=not dry_run)
     runs, queue_for = plan_queue(sweep, sweep_dir, planner, dry_run=dry_run)
+    if not change_design:
+        check_relaunch(sweep, sweep_dir, runs)  # the family and the ended runs' identities
     if dry_run:
         if notes is not None:
             notes += dry_run_notes(sweep, sweep_dir, planner, runs, extra=extra, workers=workers,

@@ -105,10 +105,7 @@ class Planner:
         (:func:`ablate.train.preflight.check_config`: Lightning's Trainer, the schedule, W&B's credentials), as a
         launch does before it writes the sweep's folder; a dry run leaves them (importing Lightning takes seconds)."""
         self.sweep, self.extra, self.check = sweep, list(extra), check
-        rows = sweep.rows or [{"name": ""}]
-        self.base_row = "base" if any(r["name"] == "base" for r in rows) else rows[0]["name"]
-        row = next(r for r in rows if r["name"] == self.base_row)
-        base_point = sweep.point(row, {}, None)
+        self.base_row, base_point = _base_point(sweep)
         self.base = run_config(sweep, _overrides(base_point), None, self.extra)
         self.base_model = build_on_meta(self.base)
         if sweep.evaluate is not None:
@@ -179,6 +176,33 @@ class Planner:
         labels = [f"wandb.name={_yaml_value(label)}", f"wandb.tags={_yaml_value(changed)}",
                   f"wandb.study={_yaml_value(study)}"]
         return run_config(sweep, overrides, None, self.extra, labels), overrides, labels, matched
+
+
+def _base_point(sweep: Sweep) -> tuple[str, Point]:
+    """The base row's name (a row named ``base``, else the first) and its point without a seed."""
+    rows = sweep.rows or [{"name": ""}]
+    name = "base" if any(r["name"] == "base" for r in rows) else rows[0]["name"]
+    return name, sweep.point(next(r for r in rows if r["name"] == name), {}, None)
+
+
+_BASE_CONFIGS: dict[str, dict[str, Any] | None] = {}  # base_config's, by what makes it: a plan is saved at every look
+
+
+def base_config(sweep: Sweep) -> dict[str, Any] | None:
+    """The base row's resolved config, without the command line's overrides (a relaunch repeats those: the sweep
+    folder's owner checks them), as plan.json records it: what a relaunch compares its own with to name the keys that
+    changed its runs' identities (a base override, the base config file, ``imports``). None when it does not load
+    without the command line's overrides."""
+    _, point = _base_point(sweep)
+    key = json.dumps([str(sweep.path), str(sweep.base_config), sweep.base_overrides, point.values], sort_keys=True,
+                     default=str)
+    if key not in _BASE_CONFIGS:
+        try:
+            cfg = run_config(sweep, _overrides(point), None)
+            _BASE_CONFIGS[key] = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+        except ConfigError:
+            _BASE_CONFIGS[key] = None
+    return _BASE_CONFIGS[key]
 
 
 def _check_evaluable(sweep: Sweep, cfg: DictConfig) -> None:
@@ -283,11 +307,13 @@ def plan_record(sweep: Sweep, runs: list[PlannedRun]) -> dict[str, Any]:
 def plan_of(sweep: Sweep, runs: list[PlannedRun]) -> PlanRecord:
     """The plan.json record of ``runs`` planned for ``sweep`` (:class:`ablate.runs.plan.PlanRecord`)."""
     factors = factor_record(sweep)
+    family = factorial_of(runs, factors).family()  # the contrasts judged: part of the design
     return PlanRecord(
         name=sweep.name, description=sweep.description, method=sweep.method, metric=sweep.metric,
         base_variant=base_variant(runs), varied_keys=tuple(runs[0].varied) if runs else (), factors=tuple(factors),
-        design=sweep.design(len(factorial_of(runs, factors).family())).to_json(),  # the compared variants
-        judged=tuple(j.to_json() for j in sweep.judged), runs=tuple(asdict(r) for r in runs))
+        design={**sweep.design(len(family)).to_json(), "family": [c.label for c in family]},
+        judged=tuple(j.to_json() for j in sweep.judged), base_config=base_config(sweep),
+        runs=tuple(asdict(r) for r in runs))
 
 
 def factor_record(sweep: Sweep) -> list[dict[str, Any]]:
