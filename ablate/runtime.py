@@ -23,6 +23,7 @@ from typing import Sequence
 
 REEXEC_FLAG = "ABLATE_ALLOCATOR_APPLIED"
 DIE_WITH = "ABLATE_DIE_WITH"  # a sweep's pid, set for the fresh run processes it starts
+LEAVE_SIGNALS = "ABLATE_LEAVE_SIGNALS"  # signals a run process leaves to the process that started it (names, commas)
 PR_SET_PDEATHSIG = 1  # prctl option, from linux/prctl.h
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, from glibc's malloc.h
 THRESHOLD = 1 << 30  # keep up to 1 GiB of freed memory; serve blocks below it from the heap
@@ -99,3 +100,16 @@ def die_with_parent() -> None:
         return
     if os.getppid() != int(parent):  # the sweep died before the prctl: nothing would send the signal now
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def leave_signals() -> None:
+    """In a run process started by a Slurm job's wrapper (``ABLATE_LEAVE_SIGNALS=SIGUSR2``): ignore those signals.
+
+    Slurm sends the time limit's warning (``--signal=USR2@T``) to every process of the job step, the run process
+    too, whose default for SIGUSR2 is to die on the spot, its step unsaved. The wrapper takes the signal and stops the
+    run itself with SIGTERM, which the run answers by saving its step (:mod:`ablate.sweep.slurm_backend`). Ignored
+    signals stay ignored across exec; the variable is removed, so that a run's own children are not affected.
+    """
+    names = os.environ.pop(LEAVE_SIGNALS, "")
+    for name in filter(None, (n.strip() for n in names.split(","))):
+        signal.signal(getattr(signal, name), signal.SIG_IGN)

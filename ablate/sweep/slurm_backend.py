@@ -42,12 +42,14 @@ from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED
 from ablate.runs.files import read_json, read_result, result_path, write_json
 from ablate.runs.status import SETTLED, Status
+from ablate.runtime import LEAVE_SIGNALS
 from ablate.sweep.children import Children
-from ablate.sweep.job import Ended, Job, run_job
+from ablate.sweep.job import Ended, Job, record_end, run_job
 from ablate.sweep.slurm_settings import OPTION, SlurmSettings
 
 SLURM_DIR = "slurm"  # in the sweep folder: submitit's files (%j: the job id) and the record of the jobs
 JOBS_FILE = "jobs.json"
+TIME_LIMIT_SIGNAL = "SIGUSR2"  # submitit's: Slurm sends it signal_delay_s before the time limit (--signal)
 POLL_EVERY = 2.0  # seconds between two looks at the queue (one squeue call for every job the launcher waits for)
 RESUBMITS = 2  # a job that ended with runs neither settled nor interrupted (its node died) is submitted again
 DIED = ("NODE_FAIL", "BOOT_FAIL", "LAUNCH_FAILED")  # sacct's word for a job that died with its node: submitted again
@@ -258,7 +260,8 @@ class SlurmBackend:
 
     def _sbatch(self, jobs: list[Job]) -> list[str]:
         """Submit ``jobs`` (one job array when several); their Slurm job ids."""
-        env = {"OMP_NUM_THREADS": str(self.settings.cpus_per_run), "MKL_NUM_THREADS": str(self.settings.cpus_per_run)}
+        threads = str(self.settings.cpus_per_run)
+        env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, LEAVE_SIGNALS: TIME_LIMIT_SIGNAL}
         calls = [NodeJob(job.to_json(), str(self.sweep_dir), os.getcwd(), env) for job in jobs]
         for job in jobs:  # the word of an earlier job of the same key is no word from this one
             ended_path(self.sweep_dir, job).unlink(missing_ok=True)
@@ -305,10 +308,10 @@ class SlurmBackend:
         if (state in (*DIED, None) and submitted <= RESUBMITS
                 and not all(s in (*SETTLED, Status.INTERRUPTED) for s in statuses)):
             return None
-        return [(0 if s in (Status.FINISHED, Status.STOPPED) else EXIT_FAILED,
-                 "" if s in (Status.FINISHED, Status.STOPPED) else
-                 f"Slurm job {job_id} ended ({state or 'state unknown'}) without a word from its run "
-                 f"({s or 'never started'}); see {log}") for s in statuses]
+        errors = sorted(log.glob("*_log.err")) if log.is_dir() else []
+        return [(0, "") if s in (Status.FINISHED, Status.STOPPED) else
+                (EXIT_FAILED, record_end(self.sweep_dir / r.run_dir, EXIT_FAILED, errors[-1] if errors else log))
+                for r, s in zip(job.runs, statuses)]
 
     def _resubmit(self, job: Job) -> None:
         """Submit a job again that ended without a word (its node died) and record its new id."""

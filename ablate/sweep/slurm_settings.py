@@ -24,7 +24,8 @@ class SlurmSettings:
     sbatch: tuple[str, ...] = ()  # --sbatch: more #SBATCH options, as "--constraint=a100" or "--exclusive"
     setup: tuple[str, ...] = ()  # shell lines each job runs first ("module load cuda", "source venv/bin/activate")
     max_jobs: int = 64  # --max-jobs: jobs queued or running at once (a job array's %N)
-    signal_delay_s: int = 120  # SIGUSR2 this many seconds before the time limit: the run saves its step
+    signal_delay_s: int | None = None  # SIGUSR2 this long before the time limit, the run then saves its step (None:
+    # DEFAULT_DELAY_S, or a quarter of a shorter time limit)
     max_timeouts: int = 3  # how many times a job that reached its time limit is requeued
 
     @classmethod
@@ -42,7 +43,7 @@ class SlurmSettings:
         for key in section:
             if key not in known:
                 raise ConfigError(f"slurm.{key}", section[key], f"a slurm key: {', '.join(known)}", source)
-        return cls().updated({k: v for k, v in section.items()}, source, prefix="slurm.")
+        return cls().updated({k: v for k, v in section.items()}, source, prefix="slurm.").check(source)
 
     def updated(self, values: dict[str, Any], source: str, prefix: str = "--") -> SlurmSettings:
         """These settings with ``values`` (None: left as they are), each checked.
@@ -56,7 +57,24 @@ class SlurmSettings:
                 continue
             key = prefix + (name if prefix.endswith(".") else OPTION.get(name, name).removeprefix("--"))
             changes[name] = _checked(name, value, key, source)
-        return replace(self, **changes)
+        return replace(self, **changes).check(source)
+
+    @property
+    def delay_s(self) -> int:
+        """Seconds between the time limit's warning (SIGUSR2) and the limit."""
+        return self.signal_delay_s if self.signal_delay_s is not None else min(DEFAULT_DELAY_S, self.time_min * 15)
+
+    def check(self, source: str) -> SlurmSettings:
+        """These settings, once they agree with each other.
+
+        Raises:
+            ConfigError: the time limit's warning would come in the job's first half (its start takes seconds: a
+                warning before the job can take it kills the job unsaved).
+        """
+        if self.delay_s * 2 > self.time_min * 60:
+            raise ConfigError("slurm.signal_delay_s", self.delay_s, f"at most half the time limit ({self.time_min} min "
+                              f"= {self.time_min * 60} s): the job needs time to start before the warning", source)
+        return self
 
     def executor_parameters(self) -> dict[str, Any]:
         """submitit's ``SlurmExecutor.update_parameters`` for one job of these settings."""
@@ -65,7 +83,7 @@ class SlurmSettings:
             name, _, value = line.removeprefix("--").partition("=")
             extra[name] = value if value else True
         params: dict[str, Any] = {"nodes": 1, "ntasks_per_node": 1, "cpus_per_task": self.cpus_per_run,
-                                  "time": self.time_min, "signal_delay_s": self.signal_delay_s,
+                                  "time": self.time_min, "signal_delay_s": self.delay_s,
                                   "array_parallelism": self.max_jobs, "setup": list(self.setup),
                                   "additional_parameters": extra}
         if self.gpus_per_run:
@@ -84,6 +102,9 @@ class SlurmSettings:
         words += [f"--gpus-per-node={self.gpus_per_run}"] if self.gpus_per_run else []
         words += [f"--mem={max(1, round(self.mem_gb * 1024))}M"] if self.mem_gb is not None else []
         return words + list(self.sbatch)
+
+
+DEFAULT_DELAY_S = 120  # the time limit's warning: time enough for a run to finish its step and save it
 
 
 OPTION = {"partition": "--partition", "account": "--account", "qos": "--qos", "gpus_per_run": "--gpus-per-run",

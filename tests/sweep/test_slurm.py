@@ -97,34 +97,68 @@ def test_a_slurm_sweep_gives_the_local_pools_runs_and_table(slurm_cluster, tmp_p
     assert all("_" in j["id"] and j["submitted"] == 1 for j in jobs.values())
 
 
-def test_a_job_requeued_mid_run_resumes_to_the_uninterrupted_value(slurm_cluster, tmp_path):
-    """``scontrol requeue`` (what preemption does) while the run trains: SIGTERM, the run saves its step and records
-    itself interrupted, Slurm starts the job again and the run resumes from that step to the value the same run has
-    uninterrupted (trained by the local pool)."""
-    path = _sweep(tmp_path, "- {name: base}", seeds=1, steps=600)
-    extra = [ONE_THREAD, "train.val_every=50"]
-    local = ablate_cli("sweep", str(path), *extra, "--out", str(tmp_path / "local"), cwd=tmp_path)
+LONG = ["- {name: base}", 1, 600]  # one run long enough to be stopped mid-way: rows, seeds, steps
+LONG_EXTRA = [ONE_THREAD, "train.val_every=50"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> dict[str, float]:
+    """The long run's final val/loss, trained by the local pool without a stop."""
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    path = _sweep(folder, *LONG)
+    local = ablate_cli("sweep", str(path), *LONG_EXTRA, "--out", str(folder / "local"), cwd=folder)
     assert local.returncode == 0, local.stderr[-2000:]
-    sweep_dir = tmp_path / "slurm"
-    proc = ablate_cli("sweep", str(path), *extra, "--out", str(sweep_dir), *_slurm(slurm_cluster), cwd=tmp_path,
+    return _finals(folder / "local")
+
+
+def _stopped_mid_run(cluster, tmp_path: Path, stop) -> Path:
+    """Launch the long run on Slurm, call ``stop(job_id)`` once it has validated at step 50, and wait for the
+    launcher; its sweep folder."""
+    path, sweep_dir = _sweep(tmp_path, *LONG), tmp_path / "slurm"
+    proc = ablate_cli("sweep", str(path), *LONG_EXTRA, "--out", str(sweep_dir), *_slurm(cluster), cwd=tmp_path,
                       background=True)
     try:
-        run_dir = sweep_dir / _wait_for("the plan", lambda: (sweep_dir / "plan.json").is_file() and plan_of(
-            sweep_dir)["runs"])[0]["run_dir"]
-        _wait_for("the run's first validation (step 50)", lambda: _validated_at(run_dir) >= 50)
+        runs = _wait_for("the plan", lambda: (sweep_dir / "plan.json").is_file() and plan_of(sweep_dir)["runs"])
+        _wait_for("the run's first validation (step 50)", lambda: _validated_at(sweep_dir / runs[0]["run_dir"]) >= 50)
         (job,) = _jobs(sweep_dir).values()
-        slurm_cluster.run("scontrol", "requeue", job["id"])
+        stop(job["id"])
         out, err = proc.communicate(timeout=DEADLINE)
     finally:
         proc.kill()
     assert proc.returncode == 0, err[-2000:]
-    ended = json.loads((sweep_dir / "slurm" / f"{plan_of(sweep_dir)['runs'][0]['id']}.ended.json").read_text())
-    assert ended["restarts"] >= 1  # the second attempt wrote the job's end
-    log = (run_dir / "train.log").read_text()
-    assert "interrupted by SIGTERM at step" in log, log[-3000:]
-    assert run_attempts(sweep_dir) == [2]  # trained in two attempts, the second from the first's last step
-    assert _finals(sweep_dir) == _finals(tmp_path / "local")
-    assert [j["submitted"] for j in _jobs(sweep_dir).values()] == [1]  # Slurm requeued it, not ablate
+    return sweep_dir
+
+
+def _resumed_once(sweep_dir: Path, uninterrupted: dict[str, float]) -> None:
+    """The run was stopped by SIGTERM mid-run, saved its step, trained again in a second attempt of the same Slurm job
+    (never submitted again by ablate), and ended at the uninterrupted run's value."""
+    (run,) = plan_of(sweep_dir)["runs"]
+    ended = json.loads((sweep_dir / "slurm" / f"{run['id']}.ended.json").read_text())
+    assert ended["restarts"] >= 1 and ended["ended"] == [[0, "exit code 0"]]  # the second attempt wrote the job's end
+    log = (sweep_dir / run["run_dir"] / "train.log").read_text()
+    assert "interrupted by SIGTERM at step" in log and "killed by" not in log, log[-3000:]
+    assert run_attempts(sweep_dir) == [2]  # trained in two attempts, the second from the first's saved step
+    assert [j["submitted"] for j in _jobs(sweep_dir).values()] == [1]
+    assert _finals(sweep_dir) == uninterrupted
+
+
+def test_a_job_requeued_mid_run_resumes_to_the_uninterrupted_value(slurm_cluster, tmp_path, uninterrupted):
+    """``scontrol requeue`` (what preemption does): Slurm sends SIGTERM to the job's processes; the run saves its
+    step and records itself interrupted, Slurm starts the job again, and the run resumes from that step."""
+    sweep_dir = _stopped_mid_run(slurm_cluster, tmp_path, lambda job: slurm_cluster.run("scontrol", "requeue", job))
+    _resumed_once(sweep_dir, uninterrupted)
+
+
+def test_a_job_at_its_time_limit_saves_its_step_is_requeued_and_resumes(slurm_cluster, tmp_path, uninterrupted):
+    """Before a job's time limit Slurm sends SIGUSR2 to the job step's processes (submitit's ``--signal=USR2@T``);
+    here ``scancel --signal=USR2`` sends it once the run has validated, the same signal to the same processes, so the
+    test does not wait on slurmctld's timer (``docs/slurm.md`` shows the timer's own). The run leaves it to the
+    wrapper (a run's default would be to die unsaved), which stops the run with SIGTERM, waits for it to save its
+    step, and requeues the job; the run resumes to the uninterrupted value."""
+    sweep_dir = _stopped_mid_run(slurm_cluster, tmp_path,
+                                 lambda job: slurm_cluster.run("scancel", "--signal=USR2", job))
+    _resumed_once(sweep_dir, uninterrupted)
+    assert "timed-out" in "".join(p.read_text() for p in (sweep_dir / "slurm").glob("*/*_log.err"))
 
 
 def test_a_launcher_killed_and_relaunched_waits_for_its_jobs_and_submits_nothing_twice(slurm_cluster, tmp_path):

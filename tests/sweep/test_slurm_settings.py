@@ -65,3 +65,13 @@ def test_the_relaunch_command_repeats_the_slurm_options():
                               change_design=False)
     assert relaunch_command(args) == ("ablate sweep s.yaml --backend slurm --gpus-per-run 1.0 --partition gpu "
                                       "--time-limit 30 --sbatch=--constraint=a100")
+
+
+def test_the_time_limits_warning_leaves_the_job_time_to_start(tmp_path):
+    """SIGUSR2 before the wrapper can take it would kill the job unsaved: the warning comes in the job's second half;
+    by default 120 s before the limit, or a quarter of a shorter limit."""
+    assert SlurmSettings().delay_s == 120 and SlurmSettings(time_min=2).delay_s == 30
+    assert SlurmSettings(time_min=1).executor_parameters()["signal_delay_s"] == 15
+    with pytest.raises(ConfigError) as err:
+        load_sweep(_with_slurm(tmp_path, "{time_min: 1, signal_delay_s: 45}"))
+    assert err.value.key == "slurm.signal_delay_s" and "at most half the time limit (1 min = 60 s)" in str(err.value)
