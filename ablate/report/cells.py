@@ -90,7 +90,7 @@ def verdict_text(report: Report, row: VariantRow, spec: str = ".3g", c: Comparis
         text += " (fails more often)" if c.failed[0] * c.failed[3] > c.failed[2] * c.failed[1] else \
             " (the base fails more often)"
     elif said(c.verdict, UNDECIDED) and c.resolved is not None:
-        text += f" (|Δ| < {bounds.bound(c.resolved, spec, bounds.lines(c.margin))})"
+        text += f" (|Δ| < {bounds.at_least(c.resolved, spec, bounds.lines(c.margin))})"
     elif c.detail:  # inside the margin, yet not 0
         text = c.statement
     if c.step is not None:

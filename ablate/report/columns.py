@@ -106,7 +106,10 @@ def _counts(report: Report, error_limit: int | None) -> list[Column]:
 
 
 def _delta_cell(row: VariantRow, spec: str) -> str:
-    return "—" if row.delta is None else (BASE if row.is_base else f"{row.delta:+{spec}}")
+    """Δ signed, on its side of 0 and of ±the margin as its interval's bounds are (never ``+0.000`` beside *worse*)."""
+    if row.delta is None:
+        return "—"
+    return BASE if row.is_base else bounds.signed(row.delta, spec, row.comparison.margin if row.comparison else None)
 
 
 def _metrics(report: Report) -> list[Column]:
@@ -228,8 +231,8 @@ def _also(report: Report, j: Judged, i: int) -> list[Column]:
     spec = FORMATS.get(j.name, NUMBER)
     view = 3 + 3 * i  # the headline's take 0-5
     delta = Column((f"{j.name}_delta",), raw_of(lambda c: [c.diff], 1), f"Δ {label(j.name)}",
-                   cell_of(lambda c: "—" if c.diff is None else f"{c.diff:+{spec}}"), shown=4.5 + 0.01 * i,
-                   verdict=view, drop=2.5 + 0.01 * i)
+                   cell_of(lambda c: "—" if c.diff is None else bounds.signed(c.diff, spec, c.margin)),
+                   shown=4.5 + 0.01 * i, verdict=view, drop=2.5 + 0.01 * i)
     return [delta, *_judged(report, j.name, prefix=f"{j.name}_", at=0.5 + 0.01 * i, view=view + 1)]
 
 

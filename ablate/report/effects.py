@@ -21,6 +21,11 @@ def interval_cell(c: Comparison | None, spec: str) -> str:
     return bounds.interval(*c.interval, spec, c.margin) if c is not None and c.interval else "—"
 
 
+def delta_cell(c: Comparison | None, spec: str) -> str:
+    """Δ signed, on its side of 0 and of ±the margin as the interval's bounds are (:func:`bounds.signed`)."""
+    return "—" if c is None or c.diff is None else bounds.signed(c.diff, spec, c.margin)
+
+
 def p_cell(c: Comparison | None) -> str:
     if c is None or c.p is None:
         return "—"
@@ -40,7 +45,7 @@ def verdict_cell(effect: Effect, spec: str) -> str:
             return f"no interaction beyond ±{c.margin:{spec}}{small}"
     text = c.statement
     if said(c.verdict, UNDECIDED) and c.resolved is not None:
-        text += f" (|Δ| < {bounds.bound(c.resolved, spec, bounds.lines(c.margin))})"
+        text += f" (|Δ| < {bounds.at_least(c.resolved, spec, bounds.lines(c.margin))})"
     return text + (" (interim)" if c.interim else "")
 
 
@@ -53,7 +58,7 @@ def effect_headers(report: Report) -> list[str]:
 def effect_cells(report: Report, effect: Effect) -> list[str]:
     spec = FORMATS.get(report.metric, NUMBER)
     c = effect.comparison
-    cells = [effect.contrast.label, effect.contrast.kind, "—" if c is None or c.diff is None else f"{c.diff:+{spec}}",
+    cells = [effect.contrast.label, effect.contrast.kind, delta_cell(c, spec),
              interval_cell(c, spec), p_cell(c), verdict_cell(effect, spec), "" if c is None else pairs_text(c)]
     if report.design.sequential:
         cells.append("" if c is None or c.decided_at is None else f"{c.decided_at} seeds")
@@ -81,13 +86,14 @@ def findings(report: Report) -> list[str]:
                 (", though it does depend on it a little (the interval excludes 0)" if c.detail else "")
         else:
             says = "undecided whether its effect depends on it"
-        out.append(f"{b_level}: {parts}; interaction with {a_level} {c.diff:+{spec}} {interval_cell(c, spec)}: {says}.")
+        out.append(f"{b_level}: {parts}; interaction with {a_level} {delta_cell(c, spec)} {interval_cell(c, spec)}: "
+                   f"{says}.")
     return out
 
 
 def _delta(effect: Effect | None, spec: str) -> str:
     c = effect.comparison if effect is not None else None
-    return "—" if c is None or c.diff is None else f"{c.diff:+{spec}} ({verdict_cell(effect, spec)})"
+    return "—" if c is None or c.diff is None else f"{delta_cell(c, spec)} ({verdict_cell(effect, spec)})"
 
 
 def trend_headers(report: Report) -> list[str]:
@@ -103,7 +109,7 @@ def trend_cells(report: Report, trend: Trend) -> list[str]:
     for _, _, row in trend.steps:
         c = row.comparison if row is not None else None
         steps.append("—" if c is None or c.diff is None else
-                     f"{c.diff:+{spec}} {interval_cell(c, spec)} {c.statement}")
+                     f"{delta_cell(c, spec)} {interval_cell(c, spec)} {c.statement}")
     slope = trend.slope
-    return [trend.row, *steps, "—" if slope is None or slope.diff is None else f"{slope.diff:+{spec}}",
+    return [trend.row, *steps, delta_cell(slope, spec),
             interval_cell(slope, spec), trend.verdict]

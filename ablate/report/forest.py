@@ -81,7 +81,8 @@ def deltas_svg(report: Report, metric: Judged | None = None) -> str:
         if left <= diff <= right:
             ax.plot([diff], [y], "o", ms=6, color=colour)
         if lo < left or hi > right:  # cut: its numbers beside the arrow
-            text = f"Δ {diff:+.3g}" + (f" {bounds.interval(lo, hi, '+.3g', c.margin)}" if c.interval else "")
+            text = f"Δ {bounds.signed(diff, '+.3g', c.margin)}" + \
+                (f" {bounds.interval(lo, hi, '+.3g', c.margin)}" if c.interval else "")
             at_right = hi > right
             ax.annotate(text, (right if at_right else left, y), xytext=(-10 if at_right else 10, 7),
                         textcoords="offset points", ha="right" if at_right else "left", fontsize=8, color=colour)

@@ -104,7 +104,10 @@ def test_runs_still_going_make_a_verdict_interim(tmp_path):
 
 
 def test_undecided_says_the_margin_the_seeds_resolved(tmp_path):
-    """'undecided (|Δ| < x)': x is the largest |Δ| the interval allows, from scipy's paired t interval at 95%."""
+    """'undecided (|Δ| < x)': x is the largest |Δ| the interval allows, from scipy's paired t interval at 95%,
+    rounded up at its third significant digit (a bound from above: never below what the interval allows)."""
+    import math
+
     from scipy import stats
 
     row_values = [(0, 2.05), (1, 2.02), (2, 2.08), (3, 1.99)]
@@ -112,7 +115,8 @@ def test_undecided_says_the_margin_the_seeds_resolved(tmp_path):
     d = [v - b for (_, v), (_, b) in zip(row_values, BASE)]
     ci = stats.ttest_1samp(d, 0.0).confidence_interval(0.95)
     resolved = max(abs(ci.low), abs(ci.high))
-    assert cells(report, "v")["verdict"] == f"undecided (|Δ| < {resolved:.3g})"
+    unit = 10.0 ** (math.floor(math.log10(resolved)) - 2)
+    assert cells(report, "v")["verdict"] == f"undecided (|Δ| < {math.ceil(resolved / unit) * unit:.3g})"
 
 
 def test_seeds_for_a_margin_read_as_a_range_or_more_than_a_thousand(tmp_path):
