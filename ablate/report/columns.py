@@ -132,7 +132,7 @@ def _comparison(report: Report) -> list[Column]:
     """The row's comparison with its base on the headline metric: its interval, adjusted p, pairs, seeds better,
     verdict, the look that decided it (sequential designs), its detectable Δ, the seeds its margin needs (with a
     margin), how its failures weighed, its skew, whether it leaks labels, and what a matched budget held; then each
-    other judged metric's Δ, interval, p and verdict (:func:`_judged`)."""
+    other judged metric's Δ, interval, p, verdict, failure counts and their test (:func:`_judged`)."""
     spec, design = FORMATS.get(report.metric, NUMBER), report.design
     raw_of, cell_of = _readers(report.metric, report.metric)
     interval, level, p, verdict, decided = _judged(report, report.metric)
@@ -150,9 +150,7 @@ def _comparison(report: Report) -> list[Column]:
                raw_of(lambda c: c.seeds_for_margin or (None, None), 2), f"seeds for ±{design.margin}",
                cell_of(lambda c: "" if said(c.verdict, *DECIDED) else seeds_range(c.seeds_for_margin), ""),
                shown=12.0, applies=design.margin is not None),  # a plan for the rows still open
-        # the runs the comparison's look counts (the failed column counts every run)
-        Column(("row_failed", "row_runs", "base_failed", "base_runs"), raw_of(lambda c: c.failed, 4)),
-        Column(("failure_p",), raw_of(lambda c: [c.failure_p], 1)),
+        *_failures(report, report.metric),  # the runs the comparison's look counts (the failed column: every run)
         Column(("compared_at_step",), raw_of(lambda c: [c.step], 1)),
         Column(("skew", "skewed", "sign_flip_p"), raw_of(lambda c: [c.skew, c.skewed, c.sign_flip_p], 3)),
         Column(("leaks_labels",), lambda row: [row.leaks_labels]),
@@ -220,7 +218,19 @@ def _judged(report: Report, metric: str, prefix: str = "", at: float = 0.0, view
         Column((f"{prefix}decided_at",), raw_of(lambda c: [c.decided_at], 1), name + "decided at",
                cell_of(lambda c: "" if c.decided_at is None else f"{c.decided_at} seeds", ""), shown=11.0 + at,
                applies=report.design.sequential),
-    ] + ([Column((f"{prefix}margin",), raw_of(lambda c: [c.margin], 1))] if prefix else [])
+    ] + ([Column((f"{prefix}margin",), raw_of(lambda c: [c.margin], 1)), *_failures(report, metric, prefix)]
+         if prefix else [])
+
+
+FAILURES = ("row_failed", "row_runs", "base_failed", "base_runs")  # Comparison.failed, in its order
+
+
+def _failures(report: Report, metric: str, prefix: str = "") -> list[Column]:
+    """The failed runs and runs the comparison on ``metric`` counts at its look, and Fisher's exact p on them: each
+    judged metric its own (a run that finished without logging a metric is no outcome of it)."""
+    raw_of, _ = _readers(metric, report.metric)
+    return [Column(tuple(prefix + name for name in FAILURES), raw_of(lambda c: c.failed, 4)),
+            Column((f"{prefix}failure_p",), raw_of(lambda c: [c.failure_p], 1))]
 
 
 def _also(report: Report, j: Judged, i: int) -> list[Column]:
