@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import textwrap
+import unicodedata
 from typing import TextIO
 
 from ablate.report import badges
@@ -117,8 +118,25 @@ def _fit_table(headers: list[str], rows: list[list[str]], left: set[int], width:
     return _aligned(*fitted(headers, rows, left, width, drop), fit=width)
 
 
+def display_width(text: str) -> int:
+    """The columns a terminal draws ``text`` in: a wide or full-width character (CJK, most emoji) takes two, a
+    combining mark, a zero-width joiner or a variation selector none, any other one (``len`` counts code points)."""
+    def columns(ch: str) -> int:
+        if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+            return 0
+        return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+    return sum(map(columns, text))
+
+
+def _pad(text: str, width: int, left: bool) -> str:
+    """``text`` padded with spaces to ``width`` display columns, on the right (``left``) or on the left."""
+    room = " " * max(0, width - display_width(text))
+    return text + room if left else room + text
+
+
 def _widths(headers: list[str], rows: list[list[str]]) -> list[int]:
-    return [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+    return [max(display_width(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
 
 
 def fitted(headers: list[str], rows: list[list[str]], left: set[int], width: int,
@@ -148,9 +166,9 @@ def _aligned(headers: list[str], rows: list[list[str]], left: set[int], paint: s
     under = bool(fit) and len(widths) > 1 and fit - start < min(widths[-1], MIN_WRAP)  # too narrow beside its row
 
     def line(cells: list[str], colour: bool) -> str:
-        padded = [c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        padded = [_pad(c, w, i in left) for i, (c, w) in enumerate(zip(cells, widths))]
         last = [padded[-1]]
-        if under or fit and start + len(cells[-1]) > fit:
+        if under or fit and start + display_width(cells[-1]) > fit:
             room = max(1, fit - len(INDENT) if under else fit - start)
             last = textwrap.wrap(cells[-1], room, break_long_words=False, break_on_hyphens=False) or [""]
         for i in paint if colour else ():  # the escape codes wrap the text, never the padding
