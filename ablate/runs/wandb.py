@@ -8,14 +8,16 @@ W&B run. wandb is imported only when used.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import os
 import secrets
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.loggers import WandbLogger
@@ -332,8 +334,33 @@ def report_run_id(project: str, entity: str | None, group: str) -> str:
     return f"report-{digest}"
 
 
+@contextlib.contextmanager
+def errors_only(log: Path | None) -> Iterator[None]:
+    """wandb's notes and warnings (an offline run's three lines on where its data is and how to sync it) into ``log``,
+    appended, instead of on stderr, while the block runs; its errors still on stderr. None: dropped.
+
+    wandb prints through its terminal settings, which it reads once per process (``wandb.setup``), not per run: so
+    they are set for the block and set back to the process's after it.
+    """
+    import wandb
+
+    process = wandb.setup().settings
+    logger = logging.getLogger("ablate.wandb")
+    logger.propagate, logger.level = False, logging.INFO
+    handler = logging.FileHandler(log, encoding="utf-8") if log is not None else logging.NullHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s wandb %(levelname)s %(message)s"))
+    logger.addHandler(handler)
+    wandb.termsetup(wandb.Settings(show_info=False, show_warnings=False, show_errors=True), logger)
+    try:
+        yield
+    finally:
+        wandb.termsetup(process, None)
+        logger.removeHandler(handler)
+        handler.close()
+
+
 def log_table(*, project: str, entity: str | None, group: str, name: str, columns: list[str],
-              rows: list[list[Any]], save_dir: Path, mode: str = "auto") -> None:
+              rows: list[list[Any]], save_dir: Path, mode: str = "auto", log: Path | None = None) -> None:
     """Log a table to a sweep's report run (job type ``report``, key ``report/table``) in the sweep's group.
 
     The run has a fixed id (:func:`report_run_id`): each report replaces the table of the same run, instead of
@@ -346,6 +373,8 @@ def log_table(*, project: str, entity: str | None, group: str, name: str, column
         rows: one list of values per row.
         save_dir: the folder that receives ``wandb/``.
         mode: as ``wandb.mode`` (:func:`resolve_mode`).
+        log: the file wandb's notes and warnings are appended to instead of stderr (:func:`errors_only`); None: they
+            are dropped. Its errors go to stderr.
 
     Raises:
         ConfigError: ``mode`` is not a mode.
@@ -359,15 +388,16 @@ def log_table(*, project: str, entity: str | None, group: str, name: str, column
         for folder in offline_runs([save_dir / "wandb"]):
             if folder.name.endswith(f"-{report}"):
                 shutil.rmtree(folder)
-    run = wandb.init(project=project, entity=entity, group=group, name=name, job_type="report", id=report,
-                     resume="allow", dir=str(save_dir), mode=mode, settings=_settings(), reinit="create_new")
-    try:
-        run.log({"report/table": wandb.Table(columns=list(columns), data=[list(r) for r in rows],
-                                             allow_mixed_types=True)})
-    except BaseException:
-        run.finish(exit_code=1)
-        raise
-    run.finish()
+    with errors_only(log):
+        run = wandb.init(project=project, entity=entity, group=group, name=name, job_type="report", id=report,
+                         resume="allow", dir=str(save_dir), mode=mode, settings=_settings(), reinit="create_new")
+        try:
+            run.log({"report/table": wandb.Table(columns=list(columns), data=[list(r) for r in rows],
+                                                 allow_mixed_types=True)})
+        except BaseException:
+            run.finish(exit_code=1)
+            raise
+        run.finish()
 
 
 def sync(paths: list[Path]) -> int:

@@ -294,6 +294,7 @@ def test_upload_table_logs_the_csv_table(report, monkeypatch):
     call = calls[0]
     assert {k: call[k] for k in ("project", "entity", "group", "name", "save_dir", "mode")} == dict(
         project="ablate", entity=None, group="table3_A", name="table3_A-report", save_dir="wandb", mode="offline")
+    assert call["log"] == Path("wandb") / "report.log"  # wandb's notes go to the report's log, not the terminal
     assert call["columns"] == table_columns(report)
     rows = {row[0]: dict(zip(call["columns"], row)) for row in call["rows"]}
     assert list(rows) == ["base", "h1", "h16"] and rows["h1"]["val/loss_mean"] == pytest.approx(2.75)
@@ -306,7 +307,7 @@ def test_upload_table_calls_log_table_with_its_real_keywords():
     tree = ast.parse(path.read_text())
     fn = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "log_table")
     assert [a.arg for a in fn.args.kwonlyargs] == ["project", "entity", "group", "name", "columns", "rows",
-                                                    "save_dir", "mode"]
+                                                    "save_dir", "mode", "log"]
 
 
 def test_a_metrics_row_cut_short_is_left_out_not_an_error(fabricate):
