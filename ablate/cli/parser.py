@@ -11,8 +11,10 @@ import argparse
 import difflib
 from typing import Callable, Sequence
 
+from ablate.cli.sweep import MAX_WORKERS
 from ablate.entry import Parser, UsageError, add_train_parsers, with_config
 from ablate.evaluate.cli import add_attention_parser, add_evaluate_parser, add_generate_parser
+from ablate.options import Number
 
 __all__ = ["Parser", "UsageError", "build_parser", "parse"]
 
@@ -28,7 +30,7 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
     sweep = sub.add_parser("sweep", help="run a sweep file (W&B sweep format) locally, through W&B agents or on Ray")
     sweep.add_argument("sweep", metavar="SWEEP.yaml")
     sweep.add_argument("overrides", nargs="*", metavar="key=value", help="applied to every run")
-    sweep.add_argument("--workers", type=int, default=None,
+    sweep.add_argument("--workers", type=Number(1, MAX_WORKERS, integer=True), default=None,
                        help="runs at a time on this machine (default: one per GPU; on a CPU, min(4, cores), each "
                             "with an equal share of the cores)")
     sweep.add_argument("--runs-per-gpu", default="auto", metavar="K|auto",
@@ -40,7 +42,7 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
     sweep.add_argument("--dry-run", action="store_true", help="print the run matrix and run nothing")
     sweep.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON (the matrix, or the "
                        "first points of an open-ended sweep)")
-    sweep.add_argument("--max-runs", type=int, default=None, metavar="N",
+    sweep.add_argument("--max-runs", type=Number(1, integer=True), default=None, metavar="N",
                        help="at most N runs in the sweep (its run_cap, or a cap on an open-ended random or bayes "
                             "sweep, which otherwise runs until stopped)")
     sweep.add_argument("--retry-failed", action="store_true", help="run failed runs again")
@@ -56,9 +58,10 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
                        help="local pool (default), W&B's controller and agents, a Ray cluster, or Slurm")
     sweep.add_argument("--address", default=None,
                        help="ray: the cluster to join (default: RAY_ADDRESS, else a local one)")
-    sweep.add_argument("--gpus-per-run", type=float, default=None,
+    sweep.add_argument("--gpus-per-run", type=Number(0), default=None,
                        help="ray: GPUs per run, fractions pack runs; slurm: GPUs per job (a whole number)")
-    sweep.add_argument("--cpus-per-run", type=float, default=None, help="ray, slurm: CPUs per run (per job)")
+    sweep.add_argument("--cpus-per-run", type=Number(0, above=True), default=None,
+                       help="ray, slurm: CPUs per run (per job)")
     slurm = sweep.add_argument_group("slurm", "each job's resources, over the sweep file's slurm: section")
     slurm.add_argument("--partition", default=None, help="slurm: the partition")
     slurm.add_argument("--account", default=None, help="slurm: the account")
@@ -78,7 +81,7 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
     sync.add_argument("targets", nargs="+", metavar="SWEEP.yaml|DIR")
     agent = sub.add_parser("agent", help="join a W&B sweep started with `ablate sweep --backend wandb`")
     agent.add_argument("sweep_id", metavar="SWEEP_ID", help="entity/project/id")
-    agent.add_argument("--count", type=int, default=None, help="stop after this many points")
+    agent.add_argument("--count", type=Number(1, integer=True), default=None, help="stop after this many points")
     add_evaluate_parser(sub)
     add_generate_parser(sub)
     add_attention_parser(sub)

@@ -56,8 +56,7 @@ MAX_WORKERS = 1024  # processes one machine runs side by side, at most (each hol
 
 
 def _check(args: argparse.Namespace) -> None:
-    if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
-        raise ConfigError("--workers", args.workers, f"a positive integer up to {MAX_WORKERS}", COMMAND_LINE)
+    """What the options' types (:mod:`ablate.options`) cannot check alone: the words, and options read together."""
     if args.runs_per_gpu != "auto" and not (args.runs_per_gpu.isdigit() and 1 <= int(args.runs_per_gpu) <= MAX_WORKERS):
         raise ConfigError("--runs-per-gpu", args.runs_per_gpu, f"a positive integer up to {MAX_WORKERS}, or auto",
                           COMMAND_LINE)
@@ -81,8 +80,6 @@ def _check(args: argparse.Namespace) -> None:
     if not (fuse in ("auto", "on", "off") or (fuse.isdigit() and 1 <= int(fuse) <= MAX_WORKERS)):
         raise ConfigError("--fuse", args.fuse, f"auto, on, off, or a number of seeds an array from 1 to {MAX_WORKERS}",
                           COMMAND_LINE)
-    if args.max_runs is not None and args.max_runs < 1:
-        raise ConfigError("--max-runs", args.max_runs, "a positive integer", COMMAND_LINE)
     if args.json and not args.dry_run:
         raise ConfigError("--json", True, "nothing without --dry-run: it prints the plan as JSON", COMMAND_LINE)
     if args.address is not None and args.backend != "ray":
@@ -118,10 +115,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from ablate.sweep import load_sweep
     from ablate.cli.matrix import format_matrix, plan_json
     from ablate.sweep.launch import launch
-    from ablate.sweep.read import check_overrides
+    from ablate.sweep.read import check_overrides, check_runnable
 
     _check(args)
     sweep = load_sweep(args.sweep)
+    check_runnable(sweep)
     check_overrides(sweep, args.overrides)
     if args.max_seeds is not None:
         from ablate.sweep.decide import check_max_seeds
@@ -250,6 +248,4 @@ def cmd_sync(args: argparse.Namespace) -> int:
 def cmd_agent(args: argparse.Namespace) -> int:
     from ablate.sweep.wandb_backend import run_agent
 
-    if args.count is not None and args.count < 1:
-        raise ConfigError("--count", args.count, "a positive integer", COMMAND_LINE)
     return run_agent(args.sweep_id, count=args.count)

@@ -20,7 +20,7 @@ from ablate.config.schema import Arch
 from ablate.decode import translate
 from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.evaluate.generate import lm_prompt_ids
-from ablate.evaluate.load import encode, inspect_task, load_run_model
+from ablate.evaluate.load import encode, inspect_task, lm_window, load_run_model
 from ablate.model import attention_weights
 from ablate.model.inspect import too_long
 
@@ -70,7 +70,7 @@ def collect(run_dir: str | Path, text: str, *, target: str | None = None, checkp
         if not text.strip():
             raise ConfigError("--text", text, "text with at least one token", COMMAND_LINE)
         try:
-            ids = lm_prompt_ids(text, tok)[1:][-d.max_len:]  # the text's own tokens, no leading EOS
+            ids = lm_window(lm_prompt_ids(text, tok)[1:], d.max_len, "--text")  # its own tokens, no leading EOS
         except ValueError as exc:  # a synthetic task's symbols: the message says what they read
             raise ConfigError("--text", text, str(exc), COMMAND_LINE) from None
         with torch.no_grad(), attention_weights(model) as found:

@@ -11,17 +11,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Callable
 
 from ablate.errors import COMMAND_LINE, ConfigError
-
-
-def _require(args: argparse.Namespace, checks: dict[str, tuple[Callable[[Any], bool], str]]) -> None:
-    """One ConfigError naming the first option whose value fails its check (before any model is loaded)."""
-    for option, (ok, allowed) in checks.items():
-        value = getattr(args, option.lstrip("-").replace("-", "_"))
-        if value is not None and not ok(value):
-            raise ConfigError(option, value, allowed, COMMAND_LINE)
+from ablate.options import Number
 
 
 def _quiet() -> None:
@@ -31,8 +23,6 @@ def _quiet() -> None:
     datasets.disable_progress_bars()
 
 
-NON_NEGATIVE = (lambda v: v >= 0, "a non-negative number")
-FINITE = (lambda v: 0 <= v < float("inf"), "a finite non-negative number")  # an exponent: inf scores every beam NaN
 # Bounds on what a command is asked to compute: each generated token is a forward pass, each beam a copy of the
 # decoder's state, each length factor a pass over max_len times that many tokens; past these the command runs until
 # it is killed or out of memory, on any machine.
@@ -40,11 +30,45 @@ MAX_NEW_TOKENS = 100_000
 MAX_BEAM = 1_000
 MAX_BATCH_TOKENS = 1 << 24
 MAX_LENGTH_FACTOR = 64
+BEAM = Number(1, MAX_BEAM, integer=True, note="1: greedy")
+AVERAGE = Number(0, integer=True, note="0: the checkpoint alone")
+
+# The options that apply to one kind of run alone, by command, with the default each takes there: given for a run of
+# the other kind, one is refused, not ignored (a --temperature on a translation run, a --target on a language model).
+# They are parsed with no default, so that an option given is told from one left out.
+FOR_KIND = {
+    "evaluate": {"encoder_decoder": {"split": "test", "beam": 4, "alpha": 0.6, "batch_tokens": 8192},
+                 "decoder_only": {"lengths": "1,2,4"}},
+    "generate": {"encoder_decoder": {"beam": 4},
+                 "decoder_only": {"max_new_tokens": 200, "temperature": 0.8, "top_k": 50, "seed": 0}},
+    "attention": {"encoder_decoder": {"target": None}, "decoder_only": {}},
+}
+KINDS = {"encoder_decoder": "translation runs (encoder-decoder)", "decoder_only": "language-model runs (decoder-only)"}
 
 
-def _between(low: int, high: int) -> tuple[Callable[[Any], bool], str]:
-    """The check of an integer option from ``low`` to ``high``, and its words."""
-    return (lambda v: low <= v <= high), f"{'a positive' if low == 1 else 'a non-negative'} integer up to {high:,}"
+def option(name: str) -> str:
+    """``batch_tokens`` -> ``--batch-tokens``."""
+    return "--" + name.replace("_", "-")
+
+
+def kind_of(command: str, name: str) -> str | None:
+    """The architecture whose runs ``command``'s option ``name`` applies to alone; None: it applies to every run."""
+    return next((arch for arch, options in FOR_KIND[command].items() if name in options), None)
+
+
+def for_kind(args: argparse.Namespace, command: str, arch: str) -> None:
+    """Fill in the defaults of the options that apply to a run of ``arch``, after refusing any given that do not.
+
+    Raises:
+        ConfigError: naming the first option given that is for the other kind of run.
+    """
+    for kind, options in FOR_KIND[command].items():
+        for name, default in options.items():
+            if kind != arch and getattr(args, name) is not None:
+                raise ConfigError(option(name), getattr(args, name), f"nothing for this run: {option(name)} is for "
+                                  f"{KINDS[kind]}, and {args.run_dir} is one of {KINDS[arch]}", COMMAND_LINE)
+            if kind == arch and getattr(args, name) is None:
+                setattr(args, name, default)
 
 
 def _factors(text: str) -> list[int]:
@@ -66,9 +90,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from ablate.runs.lock import run_lock
 
     _quiet()
-    _require(args, {"--beam": _between(1, MAX_BEAM), "--alpha": FINITE,
-                    "--batch-tokens": _between(1, MAX_BATCH_TOKENS), "--average-last": NON_NEGATIVE})
     arch = run_arch(args.run_dir)
+    for_kind(args, "evaluate", arch)
     with run_lock(Path(args.run_dir)):  # its scores go into result.json: not while a trainer rewrites it
         return _evaluate(args, arch)
 
@@ -100,11 +123,12 @@ def add_evaluate_parser(subparsers: argparse._SubParsersAction) -> argparse.Argu
     p = subparsers.add_parser("evaluate", help="translation run: sacreBLEU of a split; language model: val loss at "
                                                "1x, 2x, 4x the training length")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (config.yaml, checkpoints/)")
-    p.add_argument("--split", default="test", choices=["test", "val"], help="test or val (default: test)")
-    p.add_argument("--beam", type=int, default=4, help="beam size; 1 = greedy (default: 4, section 6.1)")
-    p.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent (default: 0.6)")
-    p.add_argument("--batch-tokens", type=int, default=8192, help="source tokens per batch, all beams counted")
-    p.add_argument("--lengths", default="1,2,4", metavar="F,F,...",
+    p.add_argument("--split", choices=["test", "val"], help="translation: test or val (default: test)")
+    p.add_argument("--beam", type=BEAM, help="translation: beam size; 1 = greedy (default: 4, section 6.1)")
+    p.add_argument("--alpha", type=Number(0), help="translation: length penalty exponent (default: 0.6)")
+    p.add_argument("--batch-tokens", type=Number(1, MAX_BATCH_TOKENS, integer=True),
+                   help="translation: source tokens per batch, all beams counted (default: 8192)")
+    p.add_argument("--lengths", metavar="F,F,...",
                    help="language model: multiples of data.max_len to score the validation text at (default: 1,2,4)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     _weights_options(p)
@@ -115,13 +139,10 @@ def add_evaluate_parser(subparsers: argparse._SubParsersAction) -> argparse.Argu
 def cmd_generate(args: argparse.Namespace) -> int:
     """Print the prompt's continuation (LM run) or its translation (translation run)."""
     from ablate.evaluate.generate import generate_run
+    from ablate.evaluate.load import run_arch
 
     _quiet()
-    _require(args, {"--beam": _between(1, MAX_BEAM),
-                    "--max-new-tokens": _between(0, MAX_NEW_TOKENS), "--temperature": NON_NEGATIVE,
-                    "--seed": (lambda v: 0 <= v < 2**32, "an integer in [0, 2**32): what numpy and torch accept as a "
-                                                         "seed"),
-                    "--top-k": NON_NEGATIVE, "--average-last": NON_NEGATIVE})
+    for_kind(args, "generate", run_arch(args.run_dir))
     print(generate_run(args.run_dir, args.prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                        top_k=args.top_k or None, seed=args.seed, beam=args.beam, checkpoint=args.checkpoint,
                        average_last=args.average_last, device=args.device))
@@ -131,8 +152,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_attention(args: argparse.Namespace) -> int:
     """Write the attention grid; print its path."""
     from ablate.evaluate.attention_plot import plot_attention
+    from ablate.evaluate.load import run_arch
 
     _quiet()
+    for_kind(args, "attention", run_arch(args.run_dir))
     print(plot_attention(args.run_dir, args.text, args.out, target=args.target, checkpoint=args.checkpoint))
     return 0
 
@@ -141,7 +164,7 @@ def _weights_options(p: argparse.ArgumentParser, average: bool = True) -> None:
     p.add_argument("--checkpoint", default=None, choices=["best", "last"],
                    help="which checkpoint (default: best, else last for a run that never validated)")
     if average:
-        p.add_argument("--average-last", type=int, default=0, metavar="K",
+        p.add_argument("--average-last", type=AVERAGE, default=0, metavar="K",
                        help="average the last K step checkpoints instead of --checkpoint (the paper: 5)")
 
 
@@ -151,13 +174,15 @@ def add_generate_parser(subparsers: argparse._SubParsersAction) -> argparse.Argu
                               help="sample text from an LM run, or translate a sentence with a translation run")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (config.yaml, checkpoints/)")
     p.add_argument("--prompt", required=True, help="text to continue (LM) or to translate")
-    p.add_argument("--max-new-tokens", type=int, default=200, help="LM: tokens to sample (default: 200)")
-    p.add_argument("--temperature", type=float, default=0.8,
+    p.add_argument("--max-new-tokens", type=Number(0, MAX_NEW_TOKENS, integer=True),
+                   help="LM: tokens to sample (default: 200)")
+    p.add_argument("--temperature", type=Number(0, note="0: greedy"),
                    help="LM: sampling temperature; 0 = greedy (default: 0.8)")
-    p.add_argument("--top-k", type=int, default=50,
+    p.add_argument("--top-k", type=Number(0, integer=True, note="0: all"),
                    help="LM: sample among the k likeliest tokens; 0 = all (default: 50)")
-    p.add_argument("--seed", type=int, default=0, help="LM: random seed of the sample (default: 0)")
-    p.add_argument("--beam", type=int, default=4, help="translation: beam size; 1 = greedy (default: 4)")
+    p.add_argument("--seed", type=Number(0, 2**32 - 1, integer=True, note="what numpy and torch take as a seed"),
+                   help="LM: random seed of the sample (default: 0)")
+    p.add_argument("--beam", type=BEAM, help="translation: beam size; 1 = greedy (default: 4)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     _weights_options(p)
     p.set_defaults(func=cmd_generate)

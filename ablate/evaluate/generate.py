@@ -15,7 +15,7 @@ from ablate.config.schema import Arch
 from ablate.decode import sample, translate
 from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.metrics.bleu import detokenize
-from ablate.evaluate.load import encode, inspect_task, load_run_model
+from ablate.evaluate.load import encode, inspect_task, lm_window, load_run_model
 
 
 def lm_prompt_ids(prompt: str, tokenizer) -> list[int]:
@@ -72,7 +72,8 @@ def generate_run(
     except ValueError as exc:  # a synthetic task's symbols: the message says what they read
         raise ConfigError("--prompt", prompt, str(exc), COMMAND_LINE) from None
     generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
+    lm_window(ids[1:], d.max_len, "--prompt")  # the note, for a prompt longer than the model reads at once
     new = sample(model, ids, max_new_tokens=max_new_tokens, context=d.max_len, temperature=temperature,
                  top_k=top_k, generator=generator)
     decode = getattr(data, "decode_text", text.decode)  # a text LM's lines; a synthetic task's symbols
-    return decode(ids[1:] + new)  # without the leading EOS
+    return decode(ids[1:] + new)  # without the leading EOS: the whole prompt, then what the model added

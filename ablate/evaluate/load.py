@@ -168,6 +168,17 @@ def encode(text_of: Any, text: str, option: str, model: nn.Module | None = None,
     return ids
 
 
+def lm_window(ids: list[int], block: int, option: str) -> list[int]:
+    """The last ``block`` (``data.max_len``) of a language model's input ``ids``: the positions it trained on, and
+    what it conditions on as it samples past them. A longer input is cut to them, with a note on stderr saying so
+    (a translation run's longer input is refused instead: :func:`encode`; a sentence cut short is another sentence).
+    """
+    if len(ids) > block:
+        print(f"ablate: note: {option} is {len(ids)} tokens, more than the {block} the run's model reads at once "
+              f"(data.max_len): it reads the last {block}", file=sys.stderr)
+    return ids[-block:]
+
+
 def translation_task(cfg: DictConfig) -> pl.LightningDataModule:
     """The data module of a translation run (one with references), as :func:`run_task`.
 

@@ -206,16 +206,24 @@ def base_config(sweep: Sweep) -> dict[str, Any] | None:
 
 
 def _check_evaluable(sweep: Sweep, cfg: DictConfig) -> None:
-    """``evaluate:`` needs a task with text (a tokenizer): on a generated task every run would fail its evaluation.
+    """``evaluate:`` needs a task with text (a tokenizer), and options for the base's kind of run: on a generated
+    task, or with an option ``ablate evaluate`` refuses for that kind (``beam`` for a language model), every run would
+    fail its evaluation after training.
 
     Raises:
-        ConfigError: the base run's task has none.
+        ConfigError: the base run's task has none, or an option is for the other kind of run.
     """
     from ablate.data import build_task  # its data module, unset up (no tokenizer trained): Lightning, not the data
+    from ablate.evaluate.cli import KINDS, kind_of
 
     if not hasattr(type(build_task(cfg)), "tokenizer"):
         raise ConfigError("evaluate", sweep.evaluate, f"no evaluate: for task {cfg.data.task!r}, which has no text to "
                           "read or write (ablate evaluate scores parallel_text and text_lm runs)", str(sweep.path))
+    arch = cfg.model.arch.value
+    for name, value in (sweep.evaluate or {}).items():
+        if (kind := kind_of("evaluate", name)) not in (None, arch):
+            raise ConfigError(f"evaluate.{name}", value, f"nothing for these runs: {name} is for {KINDS[kind]}, and "
+                              f"the base is one of {KINDS[arch]}", str(sweep.path))
 
 
 def _solve(sweep: Sweep, match: Match, point: Point, base: DictConfig, extra: list[str],

@@ -72,6 +72,11 @@ def _parse_rows(rows: Any, source: str, key: str = "rows") -> list[dict[str, Any
         return []
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise ConfigError(key, rows, "a list of mappings {name: ..., key: value, ...}", source)
+    if not rows:  # written, yet empty: a list left to fill in, not "no rows"
+        raise ConfigError(key, rows, "at least one row (rows: [{name: base}, {name: ..., key: value}]), or no rows: "
+                          "key, which runs the base config alone" if key == "rows" else
+                          f"at least two steps ({key}: [{{name: S, key: value}}, {{name: L, key: value}}]), or no "
+                          f"{key}: key", source)
     out, names = [], set()
     for i, row in enumerate(rows):
         values = _row_values(row)
@@ -184,6 +189,35 @@ def check_sequential(sweep: Sweep, key: str = "decide.max_seeds") -> None:
                           "every row starts with", source)
     if n < len(seeds):
         raise ConfigError(key, n, f"at least the {len(seeds)} seeds every row starts with", source)
+
+
+TO_WRITE = ("base: CONFIG (the config every run starts from, e.g. base: configs/default.yaml), then rows: or "
+            "parameters: (docs/sweeps.md)")
+
+
+def check_runnable(sweep: Sweep) -> None:
+    """A sweep file that says what to run: not empty, not only keys ablate ignores (a W&B agent's ``program`` and
+    ``command``), and with a ``base``. Without one every run would train the schema's defaults, the paper's base
+    model (6+6 layers, d_model 512) for 100,000 steps: a plain W&B sweep file, not a choice (as for an empty config:
+    :func:`ablate.entry.refuse_if_empty`).
+
+    Raises:
+        ConfigError: naming the file or the key, and what to write.
+    """
+    raw, source = sweep.raw, str(sweep.path)
+    if not raw:
+        raise ConfigError("SWEEP", source, f"a sweep file that sets something (this one is empty): {TO_WRITE}",
+                          COMMAND_LINE)
+    if set(raw) <= set(NOT_HONOURED):
+        first = next(iter(raw))
+        raise ConfigError(first, raw[first], f"a key ablate reads: {', '.join(raw)} are for W&B's agents, which "
+                          f"ablate does not use (it runs ablate train itself), and the file sets nothing else; write "
+                          f"{TO_WRITE}", source)
+    if not raw.get("base"):
+        raise ConfigError("base", raw.get("base"), "the config every run starts from, e.g. base: configs/default.yaml: "
+                          "without it every run would train the schema's defaults, the paper's base model (6+6 layers, "
+                          "d_model 512) for 100,000 steps; to mean that, write base: configs/transformer_base.yaml",
+                          source)
 
 
 def check_overrides(sweep: Sweep, extra: list[str]) -> None:

@@ -332,7 +332,7 @@ def test_an_open_ended_sweep_dry_runs_its_first_points(tmp_path):
     assert not capped["open_ended"] and capped["total_runs"] == 3
     assert [r["id"] for r in capped["runs"]] == [r["id"] for r in plan["runs"][:3]]  # the same draws, capped
     bad = ablate_here("sweep", str(path), "--max-runs", "0", cwd=tmp_path)
-    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--max-runs=0" in bad.stderr
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--max-runs: '0'" in bad.stderr
 
 
 def _early_run(sweep_dir: Path, before: int) -> bool:
