@@ -91,7 +91,10 @@ def test_a_plain_w_and_b_file_runs_once_it_names_its_base(tmp_path, monkeypatch,
 
 # --- numbers that are not numbers (item 6b) ---
 
-KEEP_INT = {("sweep", "--max-seeds")}  # an int whose range is the design's (decide.max_seeds), checked with it
+# Numbers read by plain int or float, each checked with the sweep file's key of the same setting: --max-seeds as
+# decide.max_seeds (its range is the design's), Slurm's as the file's slurm: section (ablate.sweep.slurm_settings,
+# which refuses inf and NaN). An int parse refuses inf and NaN itself.
+KEEP = {("sweep", "--max-seeds"), ("sweep", "--mem-per-run"), ("sweep", "--time-limit"), ("sweep", "--max-jobs")}
 
 
 def _numeric_options() -> list[tuple[str, argparse.Action]]:
@@ -117,11 +120,11 @@ def test_every_numeric_option_is_read_by_the_shared_type():
     options = _numeric_options()
     assert len(options) >= 15  # temperature, top-k, seed, beam (twice), alpha, lengths' kin, workers, shares, ...
     plain = {(name, a.option_strings[0]) for name, a in options if a.type in (int, float)}
-    assert plain == KEEP_INT, plain
+    assert plain == KEEP, plain
 
 
 @pytest.mark.parametrize("command, option", [(name, a.option_strings[0]) for name, a in _numeric_options()
-                                             if (name, a.option_strings[0]) not in KEEP_INT])
+                                             if (name, a.option_strings[0]) not in KEEP])
 @pytest.mark.parametrize("value", ["inf", "nan", "-inf", "1e999"])
 def test_no_numeric_option_takes_a_number_that_is_not_finite(command, option, value, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
