@@ -158,13 +158,17 @@ class _Queue:
     at: float = float("-inf")
 
     def state(self, job_id: str) -> str | None:
-        """The job's state while Slurm holds it; None once it has left the queue ("?" when Slurm does not answer)."""
+        """The job's state while Slurm holds it; None once it has left the queue ("?" when Slurm does not answer).
+        A job missing from the last snapshot is looked up again: it may have been submitted after it."""
         with self.lock:
-            if time.monotonic() - self.at >= POLL_EVERY:
-                self.states, self.at = queue_states(), time.monotonic()
-            if self.states is None:
-                return "?"
-            return self.states.get(job_id)
+            for fresh in (False, True):
+                if fresh or time.monotonic() - self.at >= POLL_EVERY:
+                    self.states, self.at = queue_states(), time.monotonic()
+                if self.states is None:
+                    return "?"
+                if job_id in self.states:
+                    return self.states[job_id]
+            return None
 
 
 def _interrupted(run_dir: Path, why: str) -> Ended:
@@ -283,13 +287,17 @@ class SlurmBackend:
                     self._stopping.wait(POLL_EVERY)
                 if self._stopping.is_set():
                     return [(EXIT_INTERRUPTED, f"the launcher stopped; Slurm job {job_id} goes on")] * len(job.runs)
-                ended = self._ended(job, job_id)
+                state = final_state(job_id)
+                if state in QUEUED:  # squeue and the accounting disagree for a moment: ask the queue again
+                    self._stopping.wait(POLL_EVERY)
+                    continue
+                ended = self._ended(job, job_id, state)
                 if ended is not None:
                     return ended
                 self._resubmit(job)
         return wait
 
-    def _ended(self, job: Job, job_id: str) -> list[Ended] | None:
+    def _ended(self, job: Job, job_id: str, state: str | None) -> list[Ended] | None:
         """How ``job``'s runs ended once its Slurm job left the queue: the node's word, else their records; None when
         it died without a word (its node died: sacct's :data:`DIED`, or no accounting to ask) and its runs are
         neither settled nor interrupted, to be submitted again. A job cancelled in Slurm (``scancel``) leaves its
@@ -299,7 +307,6 @@ class SlurmBackend:
             return [tuple(e) for e in read_json(path)["ended"]]
         statuses = [(read_result(self.sweep_dir / r.run_dir) or {}).get("status") for r in job.runs]
         submitted = (self._record().get(job.key) or {}).get("submitted", 1)
-        state = final_state(job_id)
         log = self.sweep_dir / SLURM_DIR / str(job_id)
         if state is not None and state.startswith("CANCELLED"):
             return [(0, "") if s in (Status.FINISHED, Status.STOPPED) else
