@@ -54,6 +54,16 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
                        help="sequential design: add seeds to undecided rows, up to N each (the sweep's "
                             "decide.max_seeds)")
     sweep.add_argument("--out", metavar="DIR", help="sweep directory (default sweeps/<name>)")
+    inline = sweep.add_argument_group("a sweep on the command line", "ablate sweep CONFIG --rows KEY=V1,V2 ...: "
+                                      "CONFIG is the base row; the sweep file it makes is kept as "
+                                      "<sweep dir>/sweep.yaml")
+    inline.add_argument("--rows", action="append", default=None, metavar="KEY=V1,V2",
+                        help="a row for each value of KEY (repeatable: each key its own rows against the base)")
+    inline.add_argument("--seeds", type=Number(1, 1000, integer=True), default=None, metavar="N",
+                        help="with --rows: seeds 0..N-1 for every row (default 3)")
+    inline.add_argument("--margin", type=Number(0, above=True), default=None,
+                        help="with --rows: the equivalence margin (decide.margin), in the metric's units")
+    inline.add_argument("--name", default=None, help="with --rows: the sweep's name (default: CONFIG's and the keys')")
     sweep.add_argument("--backend", choices=["local", "wandb", "ray", "slurm"], default="local",
                        help="local pool (default), W&B's controller and agents, a Ray cluster, or Slurm")
     sweep.add_argument("--address", default=None,

@@ -82,6 +82,10 @@ def _check(args: argparse.Namespace) -> None:
                           COMMAND_LINE)
     if args.json and not args.dry_run:
         raise ConfigError("--json", True, "nothing without --dry-run: it prints the plan as JSON", COMMAND_LINE)
+    for option in INLINE_OPTIONS:
+        if getattr(args, option, None) is not None and not args.rows:
+            raise ConfigError(f"--{option}", getattr(args, option), "nothing without --rows: a sweep file sets it "
+                              "(ablate sweep CONFIG --rows KEY=V1,V2 writes one)", COMMAND_LINE)
     if args.address is not None and args.backend != "ray":
         raise ConfigError("--address", args.address, "nothing: it is for --backend ray", COMMAND_LINE)
     bad = [o for o in args.overrides if "=" not in o or o.startswith("=")]
@@ -99,8 +103,16 @@ RELAUNCH_OPTIONS = (("--out", "out", None), ("--workers", "workers", None), ("--
 
 
 def relaunch_command(args: argparse.Namespace) -> str:
-    """The command that resumes this sweep: the same sweep file, overrides and options."""
-    words = ["ablate", "sweep", args.sweep, *args.overrides]
+    """The command that resumes this sweep: the same sweep file (a command-line sweep's: the copy in its sweep folder,
+    once written), overrides and options."""
+    sweep, inline = getattr(args, "relaunch_sweep", None), []
+    if sweep is None:
+        sweep = args.sweep
+    elif not Path(sweep).is_file():  # stopped before the launch kept the file: the command as given
+        sweep = args.config_given
+        inline = [f"--rows={r}" for r in args.rows] + [f"--{o}={getattr(args, o)}" for o in INLINE_OPTIONS
+                                                       if getattr(args, o, None) is not None]
+    words = ["ablate", "sweep", sweep, *args.overrides, *inline]
     for option, name, default in RELAUNCH_OPTIONS:
         value = getattr(args, name, default)
         if isinstance(value, list):  # a repeatable option (--sbatch)
@@ -111,6 +123,20 @@ def relaunch_command(args: argparse.Namespace) -> str:
     return shlex.join(words + flags)
 
 
+INLINE_OPTIONS = ("seeds", "margin", "name")  # what only a sweep written with --rows takes from the command line
+
+
+def _write_inline(args: argparse.Namespace) -> None:
+    """``ablate sweep CONFIG --rows ...``: the sweep file it makes, in ``args.sweep``; the relaunch command names the
+    copy the launch keeps in the sweep folder (:mod:`ablate.sweep.inline`)."""
+    from ablate.sweep.inline import inline_sweep, write_inline
+
+    spec = inline_sweep(args.sweep, args.rows, seeds=args.seeds, margin=args.margin, name=args.name,
+                        overrides=args.overrides)
+    args.config_given, args.sweep = args.sweep, str(write_inline(spec))
+    args.relaunch_sweep = str((Path(args.out) if args.out else Path("sweeps") / spec["name"]) / "sweep.yaml")
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ablate.sweep import load_sweep
     from ablate.cli.matrix import format_matrix, plan_json
@@ -118,6 +144,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from ablate.sweep.read import check_overrides, check_runnable
 
     _check(args)
+    if args.rows:
+        _write_inline(args)
     sweep = load_sweep(args.sweep)
     check_runnable(sweep)
     check_overrides(sweep, args.overrides)
@@ -193,6 +221,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
               file=sys.stderr)
     if outcome.failed:
         print(f"ablate: {len(outcome.failed)} of {len(runs)} runs failed (see their result.json)", file=sys.stderr)
+    if args.rows:
+        print(f"ablate: the sweep file: {sweep_dir / 'sweep.yaml'} (relaunch, report and share it: "
+              f"{relaunch_command(args)})", file=sys.stderr)
     print(sweep_dir)
     return 1 if outcome.failed or outcome.interrupted else 0
 
