@@ -162,8 +162,8 @@ def test_a_job_at_its_time_limit_gets_sigusr2_and_submitit_checkpoints_requeues_
     to every process of the job's steps (submitit's Python *and its children*: not the batch shell) once the time
     left falls to that delay. slurmctld checks time limits every 30 s (its PERIODIC_TIMEOUT), so the signal comes
     up to 30 s late (here, with 1 minute and a delay of 55 s: 5 to 35 s after the start). submitit's SIGUSR2
-    handler decides the job has timed out (elapsed >= min(0.8 * limit, limit - 10 min): always, for a limit under
-    50 minutes), calls ``checkpoint()``, pickles what it returns in place of the submitted callable, runs
+    handler decides the job has timed out (elapsed >= min(0.8 * limit, limit - 10 min): always, for a limit of
+    10 minutes or less), calls ``checkpoint()``, pickles what it returns in place of the submitted callable, runs
     ``scontrol requeue`` on its own job (so every process then gets SIGCONT and SIGTERM, as in the test above)
     and exits. The second attempt unpickles the checkpointed callable, with ``SLURM_RESTART_COUNT=1``. After
     ``max_num_timeout`` (3) time-outs it stops requeuing and records an error instead."""
