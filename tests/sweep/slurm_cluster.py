@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -326,8 +327,6 @@ def _path() -> str:
 
 
 def _user() -> str:
-    import pwd
-
     return pwd.getpwuid(os.getuid()).pw_name
 
 
