@@ -59,11 +59,14 @@ def pytest_configure(config) -> None:
 def pytest_collection_modifyitems(config, items) -> None:
     """Under pytest-xdist's ``--dist loadgroup`` (the README's test command), the tests of a module that share a
     module-scoped fixture (a sweep trained once for the module) run in one worker, so that it is made once; every
-    other test goes to whichever worker is free. The tests marked ``slow`` (and their groups) are handed out first."""
+    other test goes to whichever worker is free. A module that names its group itself keeps it (the Slurm test
+    modules share one, so that one worker runs them in turn rather than a second waiting for the first's cluster).
+    The tests marked ``slow`` (and their groups) are handed out first."""
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         defs = info.name2fixturedefs.values() if info is not None else ()
-        if any(d.scope == "module" for fixturedefs in defs for d in fixturedefs):
+        if item.get_closest_marker("xdist_group") is None and any(
+                d.scope == "module" for fixturedefs in defs for d in fixturedefs):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
     if os.environ.get("PYTEST_XDIST_WORKER"):  # the longest first, so that no worker ends the suite alone on one
         slow = {_group(item) for item in items if item.get_closest_marker("slow")}

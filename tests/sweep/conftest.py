@@ -1,6 +1,7 @@
 """What the sweep tests share: a tiny sweep file, the CLI in this process (for sweeps that kill nothing: their runs
 still train in processes of their own, forked from one warm server for the whole session) or in a child process (for
-sweeps that are killed, resumed or run beside another launcher), and readers of a sweep folder's plan and runs."""
+sweeps that are killed, resumed or run beside another launcher), readers of a sweep folder's plan and runs, and a real
+single-node Slurm cluster for the Slurm tests (``slurm_cluster``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO, TINY, ablate_here  # noqa: F401  (ablate_here: the sweep tests' in-process CLI)
+from tests.sweep.slurm_cluster import SlurmCluster, missing as slurm_missing, start as start_slurm
 
 FAST = TINY + ["train.max_steps=8", "train.val_every=4", "train.log_every=2", "trainer.enable_progress_bar=false",
                "logger=none"]
@@ -73,3 +77,25 @@ def run_statuses(sweep_dir: Path) -> list[str]:
 def run_attempts(sweep_dir: Path) -> list[int]:
     """How many times each run was trained (each attempt writes one logs/version_k folder)."""
     return [len(list((sweep_dir / r["run_dir"] / "logs").glob("version_*"))) for r in plan_of(sweep_dir)["runs"]]
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster():
+    """A single-node Slurm cluster (``tests/sweep/slurm_cluster.py``) for the module's tests, skipped when Slurm is
+    not installed. While it runs, this process's ``SLURM_CONF`` (and ``PATH``, if it lacked /usr/sbin) point at it,
+    so a plain ``sbatch`` or submitit reaches it; both are restored afterwards."""
+    reason = slurm_missing()
+    if reason:
+        pytest.skip(reason)
+    cluster: SlurmCluster = start_slurm()
+    saved = {name: os.environ.get(name) for name in cluster.env}
+    os.environ.update(cluster.env)
+    try:
+        yield cluster
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        cluster.stop()
