@@ -98,7 +98,7 @@ def test_a_slurm_sweep_gives_the_local_pools_runs_and_table(slurm_cluster, tmp_p
     assert all("_" in j["id"] and j["submitted"] == 1 for j in jobs.values())
 
 
-LONG = ["- {name: base}", 1, 600]  # one run long enough to be stopped mid-way: rows, seeds, steps
+LONG = ["- {name: base}", 1, 300]  # one run long enough to be stopped mid-way: rows, seeds, steps
 LONG_EXTRA = [ONE_THREAD, "train.val_every=50"]
 
 
