@@ -12,12 +12,12 @@ from typing import Sequence
 
 from ablate.cli.parser import parse
 from ablate.cli.run import cmd_components, cmd_describe, cmd_train, cmd_train_array
-from ablate.cli.sweep import cmd_agent, cmd_report, cmd_sweep, cmd_sync
+from ablate.cli.sweep import cmd_agent, cmd_report, cmd_status, cmd_sweep, cmd_sync
 from ablate.entry import guarded, run_command
 from ablate.evaluate.cli import cmd_attention, cmd_evaluate, cmd_generate
 
 COMMANDS = {"train": cmd_train, "train-array": cmd_train_array, "describe": cmd_describe, "sweep": cmd_sweep,
-            "report": cmd_report, "sync": cmd_sync, "agent": cmd_agent, "evaluate": cmd_evaluate,
+            "report": cmd_report, "status": cmd_status, "sync": cmd_sync, "agent": cmd_agent, "evaluate": cmd_evaluate,
             "generate": cmd_generate, "attention": cmd_attention, "components": cmd_components}
 HEAVY = {"train", "train-array", "sweep", "evaluate", "agent"}  # commands that train or decode: worth a fast allocator
 

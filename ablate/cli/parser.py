@@ -83,6 +83,9 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
     slurm.add_argument("--max-jobs", type=int, default=None, metavar="N", help="slurm: jobs queued or running at once")
     slurm.add_argument("--sbatch", action="append", default=None, metavar="--OPTION[=VALUE]",
                        help="slurm: one more #SBATCH option (repeatable), e.g. --sbatch=--constraint=a100")
+    status = sub.add_parser("status", help="what a sweep is doing: its runs' states and steps, what each row's next "
+                            "look waits for, the time left (while it runs, or after)")
+    status.add_argument("sweep", metavar="SWEEP.yaml|SWEEP_DIR")
     report = sub.add_parser("report", help="comparison table and HTML report of a sweep")
     report.add_argument("sweep", metavar="SWEEP.yaml|SWEEP_DIR")
     report.add_argument("--wide", action="store_true", help="every column of the table and what they mean, however "

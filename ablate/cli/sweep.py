@@ -264,6 +264,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from ablate.sweep.status import status_lines
+
+    print("\n".join(status_lines(sweep_dir_of(args.sweep))))
+    return 0
+
+
 def cmd_sync(args: argparse.Namespace) -> int:
     from ablate.runs.wandb import sync
 
