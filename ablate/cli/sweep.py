@@ -11,8 +11,10 @@ from pathlib import Path
 
 from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.exits import signal_exit
-from ablate.runs.files import config_path
+from ablate.runs.files import CONFIG_FILE, config_path
+from ablate.runs import sweep_folder
 from ablate.runs.plan import plan_path
+from ablate.runs.sweep_folder import REPORT_PAGE, default_sweep_dir, runs_dir, sweep_file
 
 
 def default_workers() -> int:
@@ -134,7 +136,7 @@ def _write_inline(args: argparse.Namespace) -> None:
     spec = inline_sweep(args.sweep, args.rows, seeds=args.seeds, margin=args.margin, name=args.name,
                         overrides=args.overrides)
     args.config_given, args.sweep = args.sweep, str(write_inline(spec))
-    args.relaunch_sweep = str((Path(args.out) if args.out else Path("sweeps") / spec["name"]) / "sweep.yaml")
+    args.relaunch_sweep = str(sweep_file(Path(args.out) if args.out else default_sweep_dir(spec["name"])))
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -222,7 +224,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if outcome.failed:
         print(f"ablate: {len(outcome.failed)} of {len(runs)} runs failed (see their result.json)", file=sys.stderr)
     if args.rows:
-        print(f"ablate: the sweep file: {sweep_dir / 'sweep.yaml'} (relaunch, report and share it: "
+        print(f"ablate: the sweep file: {sweep_file(sweep_dir)} (relaunch, report and share it: "
               f"{relaunch_command(args)})", file=sys.stderr)
     print(sweep_dir)
     return 1 if outcome.failed or outcome.interrupted else 0
@@ -237,7 +239,7 @@ def print_report(sweep_dir: Path, *, wide: bool = False) -> bool:
     from ablate.runs.files import read_run_config
     from ablate.runs.owner import check_folder, mark
 
-    report_dir = sweep_dir / "report"
+    report_dir = sweep_folder.report_dir(sweep_dir)
     check_folder(report_dir, "report", None, key="SWEEP")
     report = build_report(sweep_dir)
     print(format_terminal(report, wide=wide, colour=wants_colour(sys.stdout), width=terminal_width(sys.stdout)))
@@ -248,19 +250,19 @@ def print_report(sweep_dir: Path, *, wide: bool = False) -> bool:
         print(f"ablate: warning: the report's files were not written to {sweep_dir / 'report'} ({exc.strerror}); "
               "the table above is the whole report", file=sys.stderr)
         return False
-    configs = sorted((sweep_dir / "runs").glob("*/config.yaml"))
+    configs = sorted(runs_dir(sweep_dir).glob(f"*/{CONFIG_FILE}"))
     cfg = read_run_config(configs[0].parent) if configs else None
     if cfg is not None and cfg.get("logger") == "wandb":
         w = cfg.wandb
         upload_table(report, project=w.project, entity=w.entity, group=w.group or report.name,
-                     save_dir=sweep_dir / "report", mode=w.mode)
+                     save_dir=report_dir, mode=w.mode)
     return True
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     sweep_dir = sweep_dir_of(args.sweep)
     if print_report(sweep_dir, wide=args.wide):
-        print(sweep_dir / "report" / "report.html")
+        print(sweep_folder.report_dir(sweep_dir) / REPORT_PAGE)
     return 0
 
 

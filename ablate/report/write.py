@@ -13,6 +13,7 @@ from ablate.report.records import (EFFECT_COLUMNS, effect_records, run_columns, 
                                    table_records, to_csv)
 from ablate.report.render import format_markdown
 from ablate.runs.files import write_atomic
+from ablate.runs.sweep_folder import REPORT_PAGE, TABLE_CSV
 
 LOG = "report.log"  # what the libraries said while the report was made (matplotlib's warnings, wandb's notes)
 
@@ -65,9 +66,9 @@ def write_report(report: Report, out_dir: Path) -> dict[str, Path]:
     with _off_the_screen() as said:
         texts = {
             "table.md": format_markdown(report),
-            "table.csv": to_csv(table_columns(report), table_records(report)),
+            TABLE_CSV: to_csv(table_columns(report), table_records(report)),
             "runs.csv": to_csv(run_columns(report), run_records(report)),
-            "report.html": render_html(report),
+            REPORT_PAGE: render_html(report),
         }
         if report.effects or report.trends:
             texts["effects.csv"] = to_csv(list(EFFECT_COLUMNS), effect_records(report))

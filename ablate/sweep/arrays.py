@@ -29,6 +29,7 @@ from omegaconf import DictConfig
 
 from ablate.errors import ConfigError
 from ablate.runs.files import read_json, variant_hash, write_json
+from ablate.runs.sweep_folder import ARRAYS_FILE
 from ablate.sweep.plan import PlannedRun
 from ablate.sweep.queue import RunQueue
 
@@ -128,7 +129,6 @@ def seeds_note(groups: list[list[PlannedRun]], rule: Fusing, config_of: Callable
     return lines
 
 
-ARRAYS_FILE = "arrays.json"  # in the sweep folder: {"arrays": [[run id, ...], ...]}, each list one array's members
 
 
 def read_groups(sweep_dir: Path) -> dict[str, tuple[str, ...]]:

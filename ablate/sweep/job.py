@@ -20,6 +20,7 @@ from typing import Any
 from ablate.exits import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, interrupted
 from ablate.runs.files import config_path, log_path, read_result, result_path, write_atomic, write_json
 from ablate.runs.status import Status
+from ablate.runs.sweep_folder import array_log as array_log_of
 from ablate.sweep.children import Children, run_ablate
 from ablate.sweep.plan import PlannedRun
 
@@ -88,7 +89,7 @@ def run_job(job: Job, sweep_dir: Path, *, env: dict[str, str], children: Childre
 
 def array_log(sweep_dir: Path, job: Job) -> Path:
     """Where a seed array's output goes (each member's ``train.log`` names it)."""
-    return sweep_dir / "arrays" / f"{job.runs[0].id}+{len(job.runs) - 1}.log"
+    return array_log_of(sweep_dir, job.runs[0].id, len(job.runs))
 
 
 def _write_config(run_dir: Path, config_text: str) -> Path:

@@ -18,6 +18,7 @@ from ablate.runs.files import ARRAY_FILE, LAST_CHECKPOINT, checkpoints_dir, read
 from ablate.runs.owner import check_folder, claim, sweep_identity
 from ablate.runs.plan import plan_path
 from ablate.runs.status import SETTLED
+from ablate.runs.sweep_folder import arrays_dir, sweep_file
 from ablate.sweep.memory import training_bytes
 from ablate.sweep.plan import (Planner, PlannedRun, default_sweep_dir, factor_record, factorial_of, read_planned,
                                run_config, write_plan)
@@ -98,7 +99,7 @@ def check_writable(sweep_dir: Path, runs: list[PlannedRun], retry_failed: bool) 
         return
     todo, _ = pending([*runs, *(r for r in read_planned(sweep_dir) if r.id not in {p.id for p in runs})], sweep_dir,
                       retry_failed)
-    folders = [sweep_dir, *(sweep_dir / "arrays").glob("*/")]
+    folders = [sweep_dir, *arrays_dir(sweep_dir).glob("*/")]
     for run in todo:
         folders += [sweep_dir / run.run_dir, checkpoints_dir(sweep_dir / run.run_dir)]
     for folder in folders:
@@ -248,8 +249,8 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     read_groups(sweep_dir)  # a damaged record of the arrays is refused before anything is written
     check_array_checkpoints(sweep_dir)
     _claim(sweep, sweep_dir, extra, write=True)
-    if sweep.path.resolve() != (sweep_dir / "sweep.yaml").resolve():
-        shutil.copyfile(sweep.path, sweep_dir / "sweep.yaml")
+    if sweep.path.resolve() != sweep_file(sweep_dir).resolve():
+        shutil.copyfile(sweep.path, sweep_file(sweep_dir))
     evaluate = sweep.evaluate_options()
     todo, settled = pending(runs, sweep_dir, retry_failed, evaluate)
     queue = queue_for(todo, lambda all_runs: write_plan(sweep, sweep_dir, all_runs),

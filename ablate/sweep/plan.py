@@ -29,6 +29,7 @@ from ablate.model.diff import module_changes
 from ablate.model.flops import count_flops
 from ablate.model.meta import build_on_meta
 from ablate.runs.files import config_hash
+from ablate.runs import sweep_folder
 from ablate.runs.plan import PlanRecord, plan_path, planned_runs, write_plan_record
 from ablate.runs.study import sweep_group, tag
 from ablate.stats.factorial import ROW, Factorial, factors_of
@@ -58,7 +59,7 @@ class PlannedRun:
 
 
 def default_sweep_dir(sweep: Sweep) -> Path:
-    return Path("sweeps") / sweep.name
+    return sweep_folder.default_sweep_dir(sweep.name)
 
 
 def _overrides(point: Point) -> list[str]:

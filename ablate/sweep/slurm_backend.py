@@ -42,13 +42,12 @@ from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED
 from ablate.runs.files import read_json, read_result, result_path, write_json
 from ablate.runs.status import SETTLED, Status
+from ablate.runs.sweep_folder import slurm_dir, slurm_jobs
 from ablate.runtime import LEAVE_SIGNALS
 from ablate.sweep.children import Children
 from ablate.sweep.job import Ended, Job, record_end, run_job
 from ablate.sweep.slurm_settings import OPTION, SlurmSettings
 
-SLURM_DIR = "slurm"  # in the sweep folder: submitit's files (%j: the job id) and the record of the jobs
-JOBS_FILE = "jobs.json"
 TIME_LIMIT_SIGNAL = "SIGUSR2"  # submitit's: Slurm sends it signal_delay_s before the time limit (--signal)
 POLL_EVERY = 2.0  # seconds between two looks at the queue (one squeue call for every job the launcher waits for)
 RESUBMITS = 2  # a job that ended with runs neither settled nor interrupted (its node died) is submitted again
@@ -118,11 +117,11 @@ class NodeJob:
 
 
 def ended_path(sweep_dir: Path, job: Job) -> Path:
-    return sweep_dir / SLURM_DIR / f"{job.key}.ended.json"
+    """How a job's runs ended, written on its node (its word for the launcher)."""
+    return slurm_dir(sweep_dir) / f"{job.key}.ended.json"
 
 
-def jobs_path(sweep_dir: Path) -> Path:
-    return sweep_dir / SLURM_DIR / JOBS_FILE
+jobs_path = slurm_jobs  # the record of the jobs submitted: {job key: {id, runs, submitted}}
 
 
 def final_state(job_id: str) -> str | None:
@@ -225,7 +224,7 @@ class SlurmBackend:
         """Bind to ``sweep_dir`` (an absolute path: the nodes see it at the same path)."""
         submitit = _submitit()
         self.sweep_dir = Path(sweep_dir).resolve()
-        self._executor = submitit.SlurmExecutor(folder=self.sweep_dir / SLURM_DIR / "%j",
+        self._executor = submitit.SlurmExecutor(folder=slurm_dir(self.sweep_dir) / "%j",
                                                 max_num_timeout=self.settings.max_timeouts)
         self._executor.update_parameters(job_name=f"ablate-{self.sweep_dir.name}",
                                          **self.settings.executor_parameters())
@@ -307,7 +306,7 @@ class SlurmBackend:
             return [tuple(e) for e in read_json(path)["ended"]]
         statuses = [(read_result(self.sweep_dir / r.run_dir) or {}).get("status") for r in job.runs]
         submitted = (self._record().get(job.key) or {}).get("submitted", 1)
-        log = self.sweep_dir / SLURM_DIR / str(job_id)
+        log = slurm_dir(self.sweep_dir) / str(job_id)
         if state is not None and state.startswith("CANCELLED"):
             return [(0, "") if s in (Status.FINISHED, Status.STOPPED) else
                     _interrupted(self.sweep_dir / r.run_dir, f"Slurm job {job_id} was cancelled ({state}); see {log}")

@@ -19,9 +19,9 @@ from ablate.formats import format_duration
 from ablate.runs.files import PROGRESS_FILE, read_json, read_result, read_run_config
 from ablate.runs.plan import read_plan_record
 from ablate.runs.status import SETTLED, Status
+from ablate.runs.sweep_folder import slurm_jobs
 from ablate.stats.design import Design
 
-SLURM_JOBS = Path("slurm") / "jobs.json"  # the Slurm backend's record of its jobs (ablate.sweep.slurm_backend)
 LOST = "lost"  # a run whose result says running but whose process is gone: a relaunch resumes it
 
 
@@ -56,7 +56,7 @@ def _locked(run_dir: Path) -> bool:
 def run_states(sweep_dir: Path) -> tuple[Any, list[RunState]]:
     """The sweep's plan record and each planned run's state, in plan order."""
     record = read_plan_record(sweep_dir)
-    jobs_file = sweep_dir / SLURM_JOBS
+    jobs_file = slurm_jobs(sweep_dir)
     jobs = read_json(jobs_file) if jobs_file.is_file() else {}
     job_of = {run_id: info.get("id") for info in jobs.values() for run_id in info.get("runs", [])}
     metric, out = record.metric.get("name", "val/loss"), []

@@ -30,6 +30,7 @@ from ablate.errors import COMMAND_LINE, ConfigError, check_name
 from ablate.runs.files import config_path
 from ablate.runs.owner import check_folder, claim, sweep_identity
 from ablate.runs.plan import plan_path
+from ablate.runs.sweep_folder import default_sweep_dir, sweep_file as sweep_file_of
 from ablate.runs.status import Status
 from ablate.stats.factorial import LADDER, ROW
 from ablate.sweep.read import load_sweep
@@ -140,7 +141,7 @@ def agent_trial(params: dict[str, Any]) -> list[Path]:
     from ablate.train.run import RunFailed, train
 
     sweep_dir, extra = sweep_folder(params), _extra(params)
-    sweep_file = sweep_dir / "sweep.yaml"
+    sweep_file = sweep_file_of(sweep_dir)
     write_atomic(sweep_file, params[SWEEP])
     sweep = load_sweep(sweep_file)
     row, sampled = point_of(params, sweep)
@@ -182,7 +183,7 @@ def sweep_folder(params: dict[str, Any], *, write: bool = True) -> Path:
     """
     name, extra = _name(params), _extra(params)
     check = claim if write else check_folder
-    path = Path("sweeps") / name
+    path = default_sweep_dir(name)
     check(path, "sweep", sweep_identity(name, extra), key="name", source="W&B sweep")
     return path
 
