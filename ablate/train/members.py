@@ -21,12 +21,12 @@ import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig
 
-from ablate.runs.files import (PROGRESS_FILE, STOP_FILE, best_checkpoint, last_checkpoint, read_json, read_result,
-                               write_json)
+from ablate.runs.files import best_checkpoint, last_checkpoint, read_result
 from ablate.runs.metrics import CURVES, LR, perplexity
 from ablate.runs.status import Status
 from ablate.train.checkpoints import drop_step_checkpoints_after, keep_step_weights, save_weights
 from ablate.train.fused_system import RUNNING, FusedSystem
+from ablate.train.life import ProgressFile, StopFile, failure, not_finite
 
 
 @dataclass
@@ -42,10 +42,14 @@ class Member:
     stopped_because: str | None = None
     step: int = 0
     best: float = math.inf
-    history: dict[str, list[list[float]]] = field(default_factory=dict)
     final: dict[str, float] = field(default_factory=dict)
     tokens: int = 0
     ended_before: bool = False  # it ended in an earlier attempt of its array: its record is not this attempt's
+    progress: ProgressFile = field(init=False)
+    stop: StopFile = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.progress, self.stop = ProgressFile(self.run_dir), StopFile(self.run_dir)
 
 
 class Members(pl.Callback):
@@ -86,9 +90,7 @@ class Members(pl.Callback):
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         for m in self.members:  # an earlier attempt's history, up to where this one resumes
-            path = m.run_dir / PROGRESS_FILE
-            earlier = read_json(path).get("history", {}) if path.is_file() else {}
-            m.history = {k: [p for p in v if p[0] <= trainer.global_step] for k, v in earlier.items()}
+            m.progress.resume(trainer.global_step)
         for m in self.members:
             if m.ended_before:  # ended after the checkpoint this attempt resumed from: it trains no further
                 pl_module.out[m.index] = True
@@ -110,9 +112,8 @@ class Members(pl.Callback):
             for m in self.running:
                 keep_step_weights(m.run_dir, pl_module.model.member_state_dict(m.index), m.cfg, step, self.keep)
         for m in self.running:
-            stop = m.run_dir / STOP_FILE
-            if stop.is_file():
-                m.stopped_because = stop.read_text().strip() or "stopped by a request"
+            if (reason := m.stop.requested()) is not None:
+                m.stopped_because = reason
                 self._out(m, pl_module, Status.STOPPED, trainer.global_step)
         if trainer.global_step % self.every == 0:
             self._log_train(trainer, pl_module)
@@ -146,7 +147,7 @@ class Members(pl.Callback):
         """Fail the members whose training loss went bad since the last read."""
         for m, step in zip(self.members, pl_module.first_bad.tolist()):
             if step != RUNNING and m.status == Status.RUNNING:
-                self._fail(m, pl_module, step, f"FloatingPointError: train/loss is not finite at step {step}")
+                self._fail(m, pl_module, step, failure(not_finite("train/loss", step)))
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:
@@ -160,15 +161,13 @@ class Members(pl.Callback):
         for m in self.running:
             mine = {k: v[m.index] for k, v in values.items()}
             if not math.isfinite(mine["val/loss"]):
-                self._fail(m, pl_module, step, f"FloatingPointError: val/loss is {mine['val/loss']} at step {step}")
+                self._fail(m, pl_module, step, failure(not_finite("val/loss", step, mine["val/loss"])))
                 continue
             m.final, m.step = {**m.final, **mine}, step
             for logger in m.loggers:
                 logger.log_metrics(mine, step=step - 1)  # Lightning's step, as above
                 logger.save()  # the rows so far on disk with the checkpoint this validation writes: a kill keeps them
-            for key, value in mine.items():
-                m.history.setdefault(key, []).append([step, value])
-            write_json(m.run_dir / PROGRESS_FILE, {"step": step, "history": m.history})
+            m.progress.record(step, mine)
             weights = pl_module.model.member_state_dict(m.index)
             save_weights(last_checkpoint(m.run_dir), weights, m.cfg, step)
             if mine["val/loss"] < m.best:

@@ -1,0 +1,70 @@
+"""The steps of one run's life that every run goes through, written once: a solo run's callbacks
+(:mod:`ablate.train.callbacks`) call them for their run, a seed array's callback (:mod:`ablate.train.members`) for each
+of its members, so that the two cannot disagree about a run's STOP request, its ``progress.json``, how a non-finite
+loss fails it, or its throughput.
+
+Each object is one run's; it knows nothing of Lightning: the callbacks read the trainer and hand it the values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_json, write_json
+
+# the reason a stop request gives when its STOP file is empty
+STOPPED_BY_A_REQUEST = "stopped by a request"
+
+
+class StopFile:
+    """``<run_dir>/STOP``: a request (a sweep's early termination, hyperband's) that the run end gracefully; its text
+    is the reason."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / STOP_FILE
+
+    def requested(self) -> str | None:
+        """The reason, when the file is there; None otherwise."""
+        if not self.path.is_file():
+            return None
+        return self.path.read_text().strip() or STOPPED_BY_A_REQUEST
+
+
+class ProgressFile:
+    """``<run_dir>/progress.json``: each validation metric's values so far, by step, rewritten after every validation.
+
+    A sweep's pool reads it while the run trains (hyperband stops runs by it); a resumed run keeps the values of the
+    steps it does not repeat (:meth:`resume`).
+    """
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / PROGRESS_FILE
+        self.history: dict[str, list[list[float]]] = {}
+
+    def resume(self, step: int) -> None:
+        """Start from what an earlier attempt logged up to ``step``, the step this attempt resumes from (0: none)."""
+        earlier = read_json(self.path).get("history", {}) if self.path.is_file() else {}
+        self.history = {k: [p for p in v if p[0] <= step] for k, v in earlier.items()}
+
+    def record(self, step: int, values: Mapping[str, float]) -> None:
+        """Add the validation at ``step`` (``values``: its ``val/*`` metrics) and write the file."""
+        for key, value in values.items():
+            self.history.setdefault(key, []).append([step, float(value)])
+        write_json(self.path, {"step": step, "history": self.history})
+
+
+def not_finite(metric: str, step: int, value: float | None = None) -> FloatingPointError:
+    """The error that fails a run whose ``metric`` (``train/loss``, ``val/loss``) turned NaN or infinite at ``step``;
+    ``value``: what it turned to, when it is known."""
+    return FloatingPointError(f"{metric} is {'not finite' if value is None else value} at step {step}")
+
+
+def failure(exc: BaseException) -> str:
+    """What a run's ``result.json`` records as the ``error`` of a run that ``exc`` failed."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def tokens_per_s(tokens: float, seconds: float) -> float:
+    """Real target tokens per second of training (0 before any time passed)."""
+    return tokens / seconds if seconds > 0 else 0.0
