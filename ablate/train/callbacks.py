@@ -17,7 +17,7 @@ import torch
 from pytorch_lightning.callbacks import TQDMProgressBar
 
 from ablate.runs.metrics import CURVES
-from ablate.train.life import ProgressFile, StopFile, not_finite
+from ablate.train.life import ProgressFile, StopFile, TrainClock, not_finite, tokens_per_s
 from ablate.train.signals import STOP_SIGNALS, Interrupted
 
 
@@ -34,21 +34,20 @@ class TokenThroughput(pl.Callback):
     def __init__(self, pad_id: int, every: int):
         self.pad_id, self.every = pad_id, every
         self.total_tokens = 0
-        self.train_seconds = 0.0
+        self.clock = TrainClock()
         self._window: torch.Tensor | int = 0
-        self._t0 = 0.0
 
     def state_dict(self) -> dict[str, Any]:
         # with the window not yet logged: a checkpoint saved between two logs (a stop on a signal) counts its tokens
         return {"total_tokens": self.total_tokens + int(self._window),
-                "train_seconds": self.train_seconds + (time.perf_counter() - self._t0 if self._t0 else 0.0)}
+                "train_seconds": self.clock.train_seconds + self.clock.running()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.total_tokens, self.train_seconds = state_dict["total_tokens"], state_dict["train_seconds"]
+        self.total_tokens, self.clock.train_seconds = state_dict["total_tokens"], state_dict["train_seconds"]
         self._window = 0
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._t0 = time.perf_counter()
+        self.clock.resume()
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
@@ -57,26 +56,29 @@ class TokenThroughput(pl.Callback):
             self._flush(pl_module, log=True)
 
     def _flush(self, pl_module: pl.LightningModule, log: bool) -> None:
-        now = time.perf_counter()
-        tokens, seconds = int(self._window), now - self._t0
+        tokens, seconds = int(self._window), self.clock.lap()
         self.total_tokens += tokens
-        self.train_seconds += seconds
-        self._window, self._t0 = 0, now
+        self._window = 0
         if log and seconds > 0:
-            pl_module.log("train/tokens_per_s", tokens / seconds)
+            pl_module.log("train/tokens_per_s", tokens_per_s(tokens, seconds))
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._flush(pl_module, log=False)
+        self.clock.pause()
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._t0 = time.perf_counter()
+        self.clock.resume()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._flush(pl_module, log=False)
 
     @property
+    def train_seconds(self) -> float:
+        return self.clock.train_seconds
+
+    @property
     def tokens_per_s(self) -> float:
-        return self.total_tokens / self.train_seconds if self.train_seconds else 0.0
+        return tokens_per_s(self.total_tokens, self.clock.train_seconds)
 
 
 class WallClock(pl.Callback):

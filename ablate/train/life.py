@@ -8,6 +8,7 @@ Each object is one run's; it knows nothing of Lightning: the callbacks read the 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Mapping
 
@@ -63,6 +64,38 @@ def not_finite(metric: str, step: int, value: float | None = None) -> FloatingPo
 def failure(exc: BaseException) -> str:
     """What a run's ``result.json`` records as the ``error`` of a run that ``exc`` failed."""
     return f"{type(exc).__name__}: {exc}"
+
+
+class TrainClock:
+    """The seconds a run spends training, validation excluded, over every attempt (``train_seconds`` is restored from
+    a checkpoint), read in laps: each :meth:`lap` is the training time since the one before, the time a
+    ``train/tokens_per_s`` is logged over."""
+
+    def __init__(self) -> None:
+        self.train_seconds = 0.0  # every lap's
+        self._t0: float | None = None  # when training last resumed; None: paused
+        self._held = 0.0  # this lap's seconds before its last pause
+
+    def resume(self) -> None:
+        """Training runs from now: it starts, or a validation ended."""
+        self._t0 = time.perf_counter()
+
+    def pause(self) -> None:
+        """A validation starts: its time is not training's."""
+        if self._t0 is not None:
+            self._held += time.perf_counter() - self._t0
+            self._t0 = None
+
+    def running(self) -> float:
+        """This lap's seconds so far."""
+        return self._held + (time.perf_counter() - self._t0 if self._t0 is not None else 0.0)
+
+    def lap(self) -> float:
+        """End this lap (training goes on): its seconds, now counted in ``train_seconds``."""
+        seconds = self.running()
+        self.train_seconds += seconds
+        self._held, self._t0 = 0.0, (time.perf_counter() if self._t0 is not None else None)
+        return seconds
 
 
 def tokens_per_s(tokens: float, seconds: float) -> float:

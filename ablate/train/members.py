@@ -12,7 +12,6 @@ with the others, and stops once none is left.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -22,11 +21,11 @@ import torch
 from omegaconf import DictConfig
 
 from ablate.runs.files import best_checkpoint, last_checkpoint, read_result
-from ablate.runs.metrics import CURVES, LR, perplexity
+from ablate.runs.metrics import CURVES, LR
 from ablate.runs.status import Status
 from ablate.train.checkpoints import drop_step_checkpoints_after, keep_step_weights, save_weights
 from ablate.train.fused_system import RUNNING, FusedSystem
-from ablate.train.life import ProgressFile, StopFile, failure, not_finite
+from ablate.train.life import ProgressFile, StopFile, TrainClock, failure, not_finite, tokens_per_s
 
 
 @dataclass
@@ -68,21 +67,24 @@ class Members(pl.Callback):
         self.keep, self.checkpoint_every = keep, checkpoint_every
         self._kept_at = 0  # the step of the last step checkpoints (Lightning's: none at step 0, each step's once)
         self._tokens: torch.Tensor | None = None  # (K,) target tokens since the last log, on the device
-        self._t0 = time.perf_counter()
-        self.train_seconds = 0.0
+        self.clock = TrainClock()  # the array's training seconds, validation excluded: every member's
 
     def state_dict(self) -> dict[str, Any]:
         # final: an array resumed from the checkpoint of its last step trains and validates nothing more, and still
         # records each member's final values
         return {"tokens": [m.tokens for m in self.members], "best": [m.best for m in self.members],
-                "final": [m.final for m in self.members], "train_seconds": self.train_seconds}
+                "final": [m.final for m in self.members], "train_seconds": self.clock.train_seconds}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         for m, tokens, best in zip(self.members, state_dict["tokens"], state_dict["best"]):
             m.tokens, m.best = tokens, best
         for m, final in zip(self.members, state_dict.get("final", [])):
             m.final = dict(final)
-        self.train_seconds = state_dict["train_seconds"]
+        self.clock.train_seconds = state_dict["train_seconds"]
+
+    @property
+    def train_seconds(self) -> float:
+        return self.clock.train_seconds
 
     @property
     def running(self) -> list[Member]:
@@ -99,7 +101,7 @@ class Members(pl.Callback):
         for m, out in zip(self.members, pl_module.out.tolist()):
             if out and m.status == Status.RUNNING:  # out before the checkpoint this attempt resumed from
                 self._fail(m, pl_module, trainer.global_step, None)
-        self._t0 = time.perf_counter()
+        self.clock.resume()
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: FusedSystem, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
@@ -121,9 +123,7 @@ class Members(pl.Callback):
             trainer.should_stop = True
 
     def _log_train(self, trainer: pl.Trainer, pl_module: FusedSystem) -> None:
-        now = time.perf_counter()
-        seconds, self._t0 = now - self._t0, now
-        self.train_seconds += seconds
+        seconds = self.clock.lap()
         tokens = self._tokens.tolist() if self._tokens is not None else [0] * len(self.members)
         self._tokens = None
         losses = (pl_module.train_sum / pl_module.train_steps.clamp(min=1)).tolist()  # (K,) the window's mean
@@ -138,7 +138,7 @@ class Members(pl.Callback):
                 continue
             metrics = {"train/loss": loss, LR: lr, **{f"train/aux/{k}": v[m.index] for k, v in aux.items()}}
             if seconds > 0:
-                metrics["train/tokens_per_s"] = n / seconds
+                metrics["train/tokens_per_s"] = tokens_per_s(n, seconds)
             m.final.update({k: v for k, v in metrics.items() if k not in CURVES})
             for logger in m.loggers:  # at Lightning's step, as a solo run's: the 0-based index of the last step
                 logger.log_metrics(metrics, step=trainer.global_step - 1)
@@ -152,10 +152,12 @@ class Members(pl.Callback):
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:
             self._check(trainer, pl_module)
+            self.clock.pause()
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: FusedSystem) -> None:
         if trainer.sanity_checking:
             return
+        self.clock.resume()
         step = trainer.global_step
         values = {k: v.tolist() for k, v in pl_module.val_metrics.items()}
         for m in self.running:
@@ -186,6 +188,3 @@ class Members(pl.Callback):
         pl_module.out[m.index] = True
         m.status, m.step = status, step
         self.record(m)  # now: a report read while the others train sees it
-
-    def best_of(self, m: Member) -> dict[str, float]:
-        return {"val/loss": m.best, "val/ppl": perplexity(m.best)} if math.isfinite(m.best) else {}
