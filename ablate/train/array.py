@@ -37,6 +37,7 @@ from ablate.train.checkpoints import AtomicCheckpointIO, checkpoint_every
 from ablate.train.fusable import why_not_fused
 from ablate.train.fused_system import FusedSystem
 from ablate.train.kernels import choose_attention_kernel, pin_attention_backends
+from ablate.train.life import tokens_per_s
 from ablate.train.members import Member, Members
 from ablate.train.preflight import check_settings, make_run_dir
 from ablate.train.record import Attempt, Outcome, run_result
@@ -202,7 +203,7 @@ def _result(m: Member, attempt: Attempt, fused: dict[str, Any], known: dict[str,
     outcome = None
     if book is not None:
         outcome = Outcome(m.status, step=m.step, final=m.final, best=m.best, train_tokens=m.tokens,
-                          tokens_per_s=m.tokens / book.train_seconds if book.train_seconds else 0.0,
+                          tokens_per_s=tokens_per_s(m.tokens, book.train_seconds),
                           wall_time_s=known["wall_time_s"], resumed_exactly=True,  # ArrayResume restores every position
                           error=m.error, traceback=known["traceback"], stopped_because=m.stopped_because)
     return run_result(m.cfg, m.run_dir, known["trainer"], attempt, outcome, fused={**fused, "index": m.index})

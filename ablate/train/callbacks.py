@@ -16,8 +16,8 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import TQDMProgressBar
 
-from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_json, write_json
 from ablate.runs.metrics import CURVES
+from ablate.train.life import ProgressFile, StopFile, TrainClock, not_finite, tokens_per_s
 from ablate.train.signals import STOP_SIGNALS, Interrupted
 
 
@@ -34,21 +34,20 @@ class TokenThroughput(pl.Callback):
     def __init__(self, pad_id: int, every: int):
         self.pad_id, self.every = pad_id, every
         self.total_tokens = 0
-        self.train_seconds = 0.0
+        self.clock = TrainClock()
         self._window: torch.Tensor | int = 0
-        self._t0 = 0.0
 
     def state_dict(self) -> dict[str, Any]:
         # with the window not yet logged: a checkpoint saved between two logs (a stop on a signal) counts its tokens
         return {"total_tokens": self.total_tokens + int(self._window),
-                "train_seconds": self.train_seconds + (time.perf_counter() - self._t0 if self._t0 else 0.0)}
+                "train_seconds": self.clock.train_seconds + self.clock.running()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.total_tokens, self.train_seconds = state_dict["total_tokens"], state_dict["train_seconds"]
+        self.total_tokens, self.clock.train_seconds = state_dict["total_tokens"], state_dict["train_seconds"]
         self._window = 0
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._t0 = time.perf_counter()
+        self.clock.resume()
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
@@ -57,26 +56,29 @@ class TokenThroughput(pl.Callback):
             self._flush(pl_module, log=True)
 
     def _flush(self, pl_module: pl.LightningModule, log: bool) -> None:
-        now = time.perf_counter()
-        tokens, seconds = int(self._window), now - self._t0
+        tokens, seconds = int(self._window), self.clock.lap()
         self.total_tokens += tokens
-        self.train_seconds += seconds
-        self._window, self._t0 = 0, now
+        self._window = 0
         if log and seconds > 0:
-            pl_module.log("train/tokens_per_s", tokens / seconds)
+            pl_module.log("train/tokens_per_s", tokens_per_s(tokens, seconds))
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._flush(pl_module, log=False)
+        self.clock.pause()
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._t0 = time.perf_counter()
+        self.clock.resume()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._flush(pl_module, log=False)
 
     @property
+    def train_seconds(self) -> float:
+        return self.clock.train_seconds
+
+    @property
     def tokens_per_s(self) -> float:
-        return self.total_tokens / self.train_seconds if self.train_seconds else 0.0
+        return tokens_per_s(self.total_tokens, self.clock.train_seconds)
 
 
 class WallClock(pl.Callback):
@@ -131,14 +133,14 @@ class FiniteLoss(pl.Callback):
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         value = trainer.callback_metrics.get("val/loss")
         if not trainer.sanity_checking and value is not None and not math.isfinite(float(value)):
-            raise FloatingPointError(f"val/loss is {float(value)} at step {trainer.global_step}")
+            raise not_finite("val/loss", trainer.global_step, float(value))
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._check()
 
     def _check(self) -> None:
         if self._first_bad is not None and (step := int(self._first_bad)) >= 0:
-            raise FloatingPointError(f"train/loss is {float(self._bad_loss)} at step {step}")
+            raise not_finite("train/loss", step, float(self._bad_loss))
 
 
 class Progress(pl.Callback):
@@ -149,21 +151,16 @@ class Progress(pl.Callback):
     """
 
     def __init__(self, run_dir: Path):
-        self.path = Path(run_dir) / PROGRESS_FILE
-        self.history: dict[str, list[list[float]]] = {}
+        self.file = ProgressFile(run_dir)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.path.is_file():  # an earlier attempt: keep what it logged up to where this one resumes
-            earlier = read_json(self.path).get("history", {})
-            self.history = {k: [p for p in v if p[0] <= trainer.global_step] for k, v in earlier.items()}
+        self.file.resume(trainer.global_step)  # an earlier attempt: keep what it logged up to where this one resumes
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking or not trainer.is_global_zero:
             return
-        for key, value in trainer.callback_metrics.items():
-            if key.startswith("val/") and value.numel() == 1:
-                self.history.setdefault(key, []).append([trainer.global_step, float(value)])
-        write_json(self.path, {"step": trainer.global_step, "history": self.history})
+        self.file.record(trainer.global_step, {k: float(v) for k, v in trainer.callback_metrics.items()
+                                               if k.startswith("val/") and v.numel() == 1})
 
 
 class StopRequest(pl.Callback):
@@ -171,13 +168,13 @@ class StopRequest(pl.Callback):
     its text."""
 
     def __init__(self, run_dir: Path):
-        self.path = Path(run_dir) / STOP_FILE
+        self.file = StopFile(run_dir)
         self.reason: str | None = None
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
-        if self.reason is None and self.path.is_file():
-            self.reason = self.path.read_text().strip() or "stopped by a request"
+        if self.reason is None and (reason := self.file.requested()) is not None:
+            self.reason = reason
             trainer.should_stop = True
 
 

@@ -12,7 +12,6 @@ with the others, and stops once none is left.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -21,12 +20,12 @@ import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig
 
-from ablate.runs.files import (PROGRESS_FILE, STOP_FILE, best_checkpoint, last_checkpoint, read_json, read_result,
-                               write_json)
-from ablate.runs.metrics import CURVES, LR, perplexity
+from ablate.runs.files import best_checkpoint, last_checkpoint, read_result
+from ablate.runs.metrics import CURVES, LR
 from ablate.runs.status import Status
 from ablate.train.checkpoints import drop_step_checkpoints_after, keep_step_weights, save_weights
 from ablate.train.fused_system import RUNNING, FusedSystem
+from ablate.train.life import ProgressFile, StopFile, TrainClock, failure, not_finite, tokens_per_s
 
 
 @dataclass
@@ -42,10 +41,14 @@ class Member:
     stopped_because: str | None = None
     step: int = 0
     best: float = math.inf
-    history: dict[str, list[list[float]]] = field(default_factory=dict)
     final: dict[str, float] = field(default_factory=dict)
     tokens: int = 0
     ended_before: bool = False  # it ended in an earlier attempt of its array: its record is not this attempt's
+    progress: ProgressFile = field(init=False)
+    stop: StopFile = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.progress, self.stop = ProgressFile(self.run_dir), StopFile(self.run_dir)
 
 
 class Members(pl.Callback):
@@ -64,21 +67,24 @@ class Members(pl.Callback):
         self.keep, self.checkpoint_every = keep, checkpoint_every
         self._kept_at = 0  # the step of the last step checkpoints (Lightning's: none at step 0, each step's once)
         self._tokens: torch.Tensor | None = None  # (K,) target tokens since the last log, on the device
-        self._t0 = time.perf_counter()
-        self.train_seconds = 0.0
+        self.clock = TrainClock()  # the array's training seconds, validation excluded: every member's
 
     def state_dict(self) -> dict[str, Any]:
         # final: an array resumed from the checkpoint of its last step trains and validates nothing more, and still
         # records each member's final values
         return {"tokens": [m.tokens for m in self.members], "best": [m.best for m in self.members],
-                "final": [m.final for m in self.members], "train_seconds": self.train_seconds}
+                "final": [m.final for m in self.members], "train_seconds": self.clock.train_seconds}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         for m, tokens, best in zip(self.members, state_dict["tokens"], state_dict["best"]):
             m.tokens, m.best = tokens, best
         for m, final in zip(self.members, state_dict.get("final", [])):
             m.final = dict(final)
-        self.train_seconds = state_dict["train_seconds"]
+        self.clock.train_seconds = state_dict["train_seconds"]
+
+    @property
+    def train_seconds(self) -> float:
+        return self.clock.train_seconds
 
     @property
     def running(self) -> list[Member]:
@@ -86,9 +92,7 @@ class Members(pl.Callback):
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         for m in self.members:  # an earlier attempt's history, up to where this one resumes
-            path = m.run_dir / PROGRESS_FILE
-            earlier = read_json(path).get("history", {}) if path.is_file() else {}
-            m.history = {k: [p for p in v if p[0] <= trainer.global_step] for k, v in earlier.items()}
+            m.progress.resume(trainer.global_step)
         for m in self.members:
             if m.ended_before:  # ended after the checkpoint this attempt resumed from: it trains no further
                 pl_module.out[m.index] = True
@@ -97,7 +101,7 @@ class Members(pl.Callback):
         for m, out in zip(self.members, pl_module.out.tolist()):
             if out and m.status == Status.RUNNING:  # out before the checkpoint this attempt resumed from
                 self._fail(m, pl_module, trainer.global_step, None)
-        self._t0 = time.perf_counter()
+        self.clock.resume()
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: FusedSystem, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
@@ -110,9 +114,8 @@ class Members(pl.Callback):
             for m in self.running:
                 keep_step_weights(m.run_dir, pl_module.model.member_state_dict(m.index), m.cfg, step, self.keep)
         for m in self.running:
-            stop = m.run_dir / STOP_FILE
-            if stop.is_file():
-                m.stopped_because = stop.read_text().strip() or "stopped by a request"
+            if (reason := m.stop.requested()) is not None:
+                m.stopped_because = reason
                 self._out(m, pl_module, Status.STOPPED, trainer.global_step)
         if trainer.global_step % self.every == 0:
             self._log_train(trainer, pl_module)
@@ -120,9 +123,7 @@ class Members(pl.Callback):
             trainer.should_stop = True
 
     def _log_train(self, trainer: pl.Trainer, pl_module: FusedSystem) -> None:
-        now = time.perf_counter()
-        seconds, self._t0 = now - self._t0, now
-        self.train_seconds += seconds
+        seconds = self.clock.lap()
         tokens = self._tokens.tolist() if self._tokens is not None else [0] * len(self.members)
         self._tokens = None
         losses = (pl_module.train_sum / pl_module.train_steps.clamp(min=1)).tolist()  # (K,) the window's mean
@@ -137,7 +138,7 @@ class Members(pl.Callback):
                 continue
             metrics = {"train/loss": loss, LR: lr, **{f"train/aux/{k}": v[m.index] for k, v in aux.items()}}
             if seconds > 0:
-                metrics["train/tokens_per_s"] = n / seconds
+                metrics["train/tokens_per_s"] = tokens_per_s(n, seconds)
             m.final.update({k: v for k, v in metrics.items() if k not in CURVES})
             for logger in m.loggers:  # at Lightning's step, as a solo run's: the 0-based index of the last step
                 logger.log_metrics(metrics, step=trainer.global_step - 1)
@@ -146,29 +147,29 @@ class Members(pl.Callback):
         """Fail the members whose training loss went bad since the last read."""
         for m, step in zip(self.members, pl_module.first_bad.tolist()):
             if step != RUNNING and m.status == Status.RUNNING:
-                self._fail(m, pl_module, step, f"FloatingPointError: train/loss is not finite at step {step}")
+                self._fail(m, pl_module, step, failure(not_finite("train/loss", step)))
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:
             self._check(trainer, pl_module)
+            self.clock.pause()
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: FusedSystem) -> None:
         if trainer.sanity_checking:
             return
+        self.clock.resume()
         step = trainer.global_step
         values = {k: v.tolist() for k, v in pl_module.val_metrics.items()}
         for m in self.running:
             mine = {k: v[m.index] for k, v in values.items()}
             if not math.isfinite(mine["val/loss"]):
-                self._fail(m, pl_module, step, f"FloatingPointError: val/loss is {mine['val/loss']} at step {step}")
+                self._fail(m, pl_module, step, failure(not_finite("val/loss", step, mine["val/loss"])))
                 continue
             m.final, m.step = {**m.final, **mine}, step
             for logger in m.loggers:
                 logger.log_metrics(mine, step=step - 1)  # Lightning's step, as above
                 logger.save()  # the rows so far on disk with the checkpoint this validation writes: a kill keeps them
-            for key, value in mine.items():
-                m.history.setdefault(key, []).append([step, value])
-            write_json(m.run_dir / PROGRESS_FILE, {"step": step, "history": m.history})
+            m.progress.record(step, mine)
             weights = pl_module.model.member_state_dict(m.index)
             save_weights(last_checkpoint(m.run_dir), weights, m.cfg, step)
             if mine["val/loss"] < m.best:
@@ -187,6 +188,3 @@ class Members(pl.Callback):
         pl_module.out[m.index] = True
         m.status, m.step = status, step
         self.record(m)  # now: a report read while the others train sees it
-
-    def best_of(self, m: Member) -> dict[str, float]:
-        return {"val/loss": m.best, "val/ppl": perplexity(m.best)} if math.isfinite(m.best) else {}

@@ -31,6 +31,7 @@ from ablate.runs.metrics import steps_done
 from ablate.runs.status import Status
 from ablate.train.callbacks import (FinalValues, FiniteLoss, Progress, SignalStop, StopRequest, TokenThroughput,
                                     ValidateAtLastStep, WallClock)
+from ablate.train.life import failure
 from ablate.train.signals import Interrupted
 from ablate.train.checkpoints import AtomicCheckpointIO, checkpoint_every, clear_checkpoints, step_checkpoint_callback
 from ablate.train.kernels import choose_attention_kernel, pin_attention_backends
@@ -258,7 +259,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         for logger in trainer.loggers:
             logger.log_hyperparams({"params/" + k: v for k, v in system.n_params.items()})
     except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
+        error = failure(exc)
         write(result_path(run_dir), run_result(cfg, run_dir, None, attempt, Outcome(
             Status.FAILED, step=None, error=error, traceback=traceback.format_exc(limit=8), wall_time_s=clock.seconds)))
         note(f"failed before training started: {error}")
@@ -284,7 +285,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         interrupted = Interrupted(signal.SIGTERM)
         raise interrupted from exc
     except Exception as exc:
-        outcome.status, outcome.error = Status.FAILED, f"{type(exc).__name__}: {exc}"
+        outcome.status, outcome.error = Status.FAILED, failure(exc)
         outcome.traceback = traceback.format_exc(limit=8)
         raise RunFailed(run_dir, outcome.error) from exc
     except BaseException as exc:  # KeyboardInterrupt, SystemExit: resumable from last.ckpt
