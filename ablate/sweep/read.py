@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import COMMAND_LINE, ConfigError, check_name
-from ablate.runs.metrics import EVALUATED, allowed, known
+from ablate.runs.metrics import EVALUATED, allowed, default_metric, known
 from ablate.stats.design import GOALS
 from ablate.sweep.slurm_settings import SlurmSettings
 from ablate.sweep.decide import parse_decide
@@ -134,7 +134,7 @@ def _parse_evaluate(spec: Any, source: str) -> dict[str, Any] | None:
 
 
 def _parse_metric(spec: Any, source: str) -> dict[str, Any]:
-    metric = {"name": "val/loss", "goal": "minimize"}
+    metric = default_metric()
     if spec is not None:
         if not isinstance(spec, dict) or set(spec) - {"name", "goal", "target", "impute", "impute_while_running"}:
             raise ConfigError("metric", spec, "{name: ..., goal: minimize|maximize, target: number, impute: "

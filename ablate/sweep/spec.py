@@ -43,6 +43,7 @@ from typing import Any, Iterator
 
 import yaml
 
+from ablate.runs.metrics import default_metric
 from ablate.stats.design import MINIMIZE, Design, Judged
 from ablate.stats.factorial import LADDER, ROW
 from ablate.sweep.decide import Decide
@@ -76,7 +77,7 @@ class Sweep:
     name: str
     path: Path
     method: str = DEFAULT_METHOD
-    metric: dict[str, Any] = field(default_factory=lambda: {"name": "val/loss", "goal": "minimize"})
+    metric: dict[str, Any] = field(default_factory=default_metric)
     description: str = ""
     base_config: Path | None = None
     base_overrides: list[str] = field(default_factory=list)

@@ -17,7 +17,7 @@ import torch
 from pytorch_lightning.callbacks import TQDMProgressBar
 
 from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_json, write_json
-from ablate.runs.metrics import CURVES
+from ablate.runs.metrics import CURVES, TOKENS_PER_S, TRAIN_LOSS, VAL_LOSS
 from ablate.train.signals import STOP_SIGNALS, Interrupted
 
 
@@ -63,7 +63,7 @@ class TokenThroughput(pl.Callback):
         self.train_seconds += seconds
         self._window, self._t0 = 0, now
         if log and seconds > 0:
-            pl_module.log("train/tokens_per_s", tokens / seconds)
+            pl_module.log(TOKENS_PER_S, tokens / seconds)
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._flush(pl_module, log=False)
@@ -129,16 +129,16 @@ class FiniteLoss(pl.Callback):
         self._check()
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        value = trainer.callback_metrics.get("val/loss")
+        value = trainer.callback_metrics.get(VAL_LOSS)
         if not trainer.sanity_checking and value is not None and not math.isfinite(float(value)):
-            raise FloatingPointError(f"val/loss is {float(value)} at step {trainer.global_step}")
+            raise FloatingPointError(f"{VAL_LOSS} is {float(value)} at step {trainer.global_step}")
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._check()
 
     def _check(self) -> None:
         if self._first_bad is not None and (step := int(self._first_bad)) >= 0:
-            raise FloatingPointError(f"train/loss is {float(self._bad_loss)} at step {step}")
+            raise FloatingPointError(f"{TRAIN_LOSS} is {float(self._bad_loss)} at step {step}")
 
 
 class Progress(pl.Callback):
@@ -318,6 +318,6 @@ class LoggedLossBar(TQDMProgressBar):
             bar.n = batch_idx + 1  # counted, drawn with the next news
 
     def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
-        if self._logs_loss(trainer) and (loss := trainer.callback_metrics.get("train/loss")) is not None:
-            self._shown = {"train/loss": float(loss)}
+        if self._logs_loss(trainer) and (loss := trainer.callback_metrics.get(TRAIN_LOSS)) is not None:
+            self._shown = {TRAIN_LOSS: float(loss)}
         return {**super().get_metrics(trainer, pl_module), **self._shown}

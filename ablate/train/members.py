@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 
 from ablate.runs.files import (PROGRESS_FILE, STOP_FILE, best_checkpoint, last_checkpoint, read_json, read_result,
                                write_json)
-from ablate.runs.metrics import CURVES, LR, perplexity
+from ablate.runs.metrics import CURVES, LR, TOKENS_PER_S, TRAIN_LOSS, VAL_LOSS
 from ablate.runs.status import Status
 from ablate.train.checkpoints import drop_step_checkpoints_after, keep_step_weights, save_weights
 from ablate.train.fused_system import RUNNING, FusedSystem
@@ -135,9 +135,9 @@ class Members(pl.Callback):
             m.tokens += n
             if m.status != Status.RUNNING:
                 continue
-            metrics = {"train/loss": loss, LR: lr, **{f"train/aux/{k}": v[m.index] for k, v in aux.items()}}
+            metrics = {TRAIN_LOSS: loss, LR: lr, **{f"train/aux/{k}": v[m.index] for k, v in aux.items()}}
             if seconds > 0:
-                metrics["train/tokens_per_s"] = n / seconds
+                metrics[TOKENS_PER_S] = n / seconds
             m.final.update({k: v for k, v in metrics.items() if k not in CURVES})
             for logger in m.loggers:  # at Lightning's step, as a solo run's: the 0-based index of the last step
                 logger.log_metrics(metrics, step=trainer.global_step - 1)
@@ -146,7 +146,7 @@ class Members(pl.Callback):
         """Fail the members whose training loss went bad since the last read."""
         for m, step in zip(self.members, pl_module.first_bad.tolist()):
             if step != RUNNING and m.status == Status.RUNNING:
-                self._fail(m, pl_module, step, f"FloatingPointError: train/loss is not finite at step {step}")
+                self._fail(m, pl_module, step, f"FloatingPointError: {TRAIN_LOSS} is not finite at step {step}")
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:
@@ -159,8 +159,8 @@ class Members(pl.Callback):
         values = {k: v.tolist() for k, v in pl_module.val_metrics.items()}
         for m in self.running:
             mine = {k: v[m.index] for k, v in values.items()}
-            if not math.isfinite(mine["val/loss"]):
-                self._fail(m, pl_module, step, f"FloatingPointError: val/loss is {mine['val/loss']} at step {step}")
+            if not math.isfinite(mine[VAL_LOSS]):
+                self._fail(m, pl_module, step, f"FloatingPointError: {VAL_LOSS} is {mine[VAL_LOSS]} at step {step}")
                 continue
             m.final, m.step = {**m.final, **mine}, step
             for logger in m.loggers:
@@ -171,8 +171,8 @@ class Members(pl.Callback):
             write_json(m.run_dir / PROGRESS_FILE, {"step": step, "history": m.history})
             weights = pl_module.model.member_state_dict(m.index)
             save_weights(last_checkpoint(m.run_dir), weights, m.cfg, step)
-            if mine["val/loss"] < m.best:
-                m.best = mine["val/loss"]
+            if mine[VAL_LOSS] < m.best:
+                m.best = mine[VAL_LOSS]
                 save_weights(best_checkpoint(m.run_dir), weights, m.cfg, step)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -187,6 +187,3 @@ class Members(pl.Callback):
         pl_module.out[m.index] = True
         m.status, m.step = status, step
         self.record(m)  # now: a report read while the others train sees it
-
-    def best_of(self, m: Member) -> dict[str, float]:
-        return {"val/loss": m.best, "val/ppl": perplexity(m.best)} if math.isfinite(m.best) else {}

@@ -27,7 +27,7 @@ from ablate.errors import ConfigError
 from ablate.runs.files import (BEST_STEM, checkpoints_dir, config_hash, config_path, last_checkpoint, log_path,
                                read_result, result_path, resume_command, write_atomic, write_json)
 from ablate.runs.lock import run_lock
-from ablate.runs.metrics import steps_done
+from ablate.runs.metrics import VAL_LOSS, steps_done
 from ablate.runs.status import Status
 from ablate.train.callbacks import (FinalValues, FiniteLoss, Progress, SignalStop, StopRequest, TokenThroughput,
                                     ValidateAtLastStep, WallClock)
@@ -93,7 +93,7 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
     checkpoints = [
         # No version counter: best.ckpt and last.ckpt are always these names (evaluate, generate and attention read
         # them); a run that starts over holds no checkpoint of an earlier attempt (checkpoints.clear_checkpoints).
-        ModelCheckpoint(dirpath=checkpoints_dir(run_dir), filename=BEST_STEM, monitor="val/loss", mode="min",
+        ModelCheckpoint(dirpath=checkpoints_dir(run_dir), filename=BEST_STEM, monitor=VAL_LOSS, mode="min",
                         save_last=True, enable_version_counter=False),
         LearningRateMonitor(logging_interval="step"),
     ]
