@@ -178,7 +178,7 @@ def local_pool(planner: Planner, runs: list[PlannedRun], *, workers: int, runs_p
     gpus = machine.visible_gpus()  # looked up at the call: what the pool sees now (and what a test fakes)
     per_gpu = processes_per_gpu(runs_per_gpu, fuse, gpus)
     where = machine.slots(workers=workers, runs_per_gpu=per_gpu, gpus=gpus,
-                          run_bytes=need if per_gpu == "auto" else None)
+                          run_bytes=need if per_gpu == machine.AUTO else None)
     return where, fusing(fuse, gpus=gpus, slots_per_gpu=max(1, len(where) // max(1, len(gpus))), run_bytes=need)
 
 
@@ -216,7 +216,7 @@ def cluster_fusing(fuse: str | int) -> Fusing | None:
 
 
 def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: int, dry_run: bool,
-           retry_failed: bool, progress: bool = True, runs_per_gpu: str | int = 1,
+           retry_failed: bool, progress: bool = True, runs_per_gpu: str | int = machine.RUNS_PER_GPU,
            cluster: Any = None, fuse: str | int = "auto", notes: list[str] | None = None,
            change_design: bool = False) -> tuple[Path, list[PlannedRun], Outcome | None]:
     """Plan every run (validating each config), then run the pending ones unless ``dry_run``.
