@@ -47,11 +47,13 @@ from ablate.train.validation_bleu import ValidationBleu
 
 class RunFailed(RuntimeError):
     """Training raised; ``result.json`` in ``run_dir`` records why, or, ``removed``, the folder the command made for it
-    is gone again: it failed before training started (:func:`ablate.train.preflight.discard`)."""
+    is gone again: it failed before training started (:func:`ablate.train.preflight.discard`). ``others``: how many
+    more runs' result.json record the same failure (the other members of a seed array that failed as a whole)."""
 
-    def __init__(self, run_dir: Path, reason: str, removed: bool = False):
+    def __init__(self, run_dir: Path, reason: str, removed: bool = False, *, others: int = 0):
+        also = f", and the result.json of its seed array's {others} other member{'s' * (others != 1)}" if others else ""
         where = (f"{run_dir} was new and training had not started: removed, as it was before" if removed
-                 else f"see {run_dir / 'result.json'}")
+                 else f"see {result_path(run_dir)}{also}")
         super().__init__(f"run failed: {reason} ({where})")
         self.run_dir, self.reason, self.removed = run_dir, reason, removed
 
