@@ -11,10 +11,20 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from typing import Any
 
+from ablate.stats.design import DEFAULT_GOAL
+
+VAL_LOSS = "val/loss"  # mean NLL per scored token of the validation split (not label-smoothed)
+VAL_PPL = "val/ppl"  # exp(val/loss)
+VAL_ACC = "val/acc"  # next-token accuracy over the scored tokens
+VAL_BLEU = "val/bleu"  # translation tasks: the validation split decoded greedily
+TEST_BLEU = "test/bleu"  # translation tasks, after training: ablate evaluate
+TRAIN_LOSS = "train/loss"  # the training objective (label-smoothed), mean over the steps since the last log
 LR = "train/lr"  # the learning rate of each step (Lightning's LearningRateMonitor, under the scheduler's name)
 TOKENS_PER_S = "train/tokens_per_s"  # target tokens per second over the last train.log_every steps
-LOGGED = ("val/loss", "val/ppl", "val/acc", "val/bleu", "train/loss", TOKENS_PER_S, LR)
+LOGGED = (VAL_LOSS, VAL_PPL, VAL_ACC, VAL_BLEU, TRAIN_LOSS, TOKENS_PER_S, LR)
+DEFAULT_METRIC = VAL_LOSS  # a sweep's metric when its file names none; its goal: DEFAULT_GOAL (minimize)
 # Curves: their last value is no result of the run (result.json's final leaves them out). A run's throughput is
 # result.json's tokens_per_s: every target token over every second of training (validation excluded), all attempts.
 CURVES = (LR, TOKENS_PER_S)
@@ -36,9 +46,14 @@ def known(name: str) -> bool:
 
 def allowed(name: str) -> str:
     """What a metric name may be, in words, with the closest known name when there is one."""
-    close = difflib.get_close_matches(name, [*LOGGED, "test/bleu", "val/loss@2x"], n=1)
+    close = difflib.get_close_matches(name, [*LOGGED, TEST_BLEU, f"{VAL_LOSS}@2x"], n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return f"a metric runs log: {', '.join(LOGGED)}; test/bleu or val/loss@Nx after ablate evaluate{hint}"
+
+
+def default_metric() -> dict[str, Any]:
+    """A sweep's metric when its file names none: ``{name: val/loss, goal: minimize}`` (a new dict each call)."""
+    return {"name": DEFAULT_METRIC, "goal": DEFAULT_GOAL}
 
 
 def perplexity(loss: float) -> float:

@@ -20,9 +20,9 @@ from typing import Any
 
 from ablate.errors import ConfigError
 from ablate.runs.files import read_json, write_json
+from ablate.stats.design import DEFAULT_GOAL, GOALS
 
 PLAN_FILE = "plan.json"
-GOALS = ("minimize", "maximize")
 PLAN_KEYS = ("name", "metric", "runs")  # what a plan cannot be read without
 RUN_KEYS = ("id", "variant")  # what each planned run cannot be read without
 NOT_A_PLAN = "a sweep's plan: a JSON mapping with a list of runs, as ablate writes it"
@@ -91,7 +91,7 @@ class PlanRecord:
         metric = data["metric"]
         if not isinstance(metric, dict) or "name" not in metric:
             raise ConfigError("metric", metric, "a mapping {name: ..., goal: minimize|maximize}", path)
-        if metric.get("goal", "minimize") not in GOALS:
+        if metric.get("goal", DEFAULT_GOAL) not in GOALS:
             raise ConfigError("metric.goal", metric.get("goal"), f"one of {', '.join(GOALS)}", path)
         runs = tuple(data["runs"])
         design = data.get("design")
@@ -115,7 +115,7 @@ class PlanRecord:
     @property
     def goal(self) -> str:
         """Whether the metric is minimised or maximised (minimize when the plan does not say)."""
-        return self.metric.get("goal", "minimize")
+        return self.metric.get("goal", DEFAULT_GOAL)
 
 
 def read_plan_record(sweep_dir: str | Path) -> PlanRecord:

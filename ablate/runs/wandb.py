@@ -28,7 +28,7 @@ from ablate.config.schema import Logger as LoggerKind
 from ablate.config.schema import WandbMode
 from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.runs.files import config_hash, read_result, write_atomic
-from ablate.runs.metrics import steps_done
+from ablate.runs.metrics import TEST_BLEU, VAL_ACC, VAL_BLEU, VAL_LOSS, VAL_PPL, steps_done
 from ablate.runs.wandb_offline import SUPERSEDED_FILE, offline_folders, offline_runs, server_unreachable
 from ablate.runs.status import Status
 
@@ -36,7 +36,7 @@ MODES = tuple(m.value for m in WandbMode)
 _ENV_MODES = {"online": "online", "run": "online", "offline": "offline", "dryrun": "offline", "disabled": "disabled",
               "shared": "shared"}  # what wandb accepts in WANDB_MODE
 STEP_METRIC = "step"  # every metric's x-axis: optimiser steps done, result.json's step (W&B's own _step is the same)
-SUMMARIES = {"val/loss": "min", "val/ppl": "min", "val/acc": "max", "val/bleu": "max", "test/bleu": "max"}
+SUMMARIES = {VAL_LOSS: "min", VAL_PPL: "min", VAL_ACC: "max", VAL_BLEU: "max", TEST_BLEU: "max"}
 RESULT_KEYS = ("status", "step", "parameters", "tokens_per_s", "train_tokens", "wall_time_s", "error")
 RUN_ID_FILE = Path("wandb") / "ablate-run-id"
 

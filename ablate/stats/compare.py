@@ -17,7 +17,7 @@ from scipy import stats
 from ablate.stats import planning, skew
 from ablate.stats import verdict as V
 from ablate.stats.boundaries import critical_values
-from ablate.stats.design import Design
+from ablate.stats.design import MINIMIZE, Design
 from ablate.stats.judge import Judgement, judge_paired, judge_unpaired
 
 Outcomes = dict[int, float]  # seed -> final value; NaN: the run failed
@@ -100,7 +100,7 @@ def _better(x: np.ndarray, y: np.ndarray, paired: bool, goal: str) -> str | None
     x, y = x[np.isfinite(x)], y[np.isfinite(y)]
     if min(len(x), len(y)) < 2:
         return None
-    sign = -1.0 if goal == "minimize" else 1.0
+    sign = -1.0 if goal == MINIMIZE else 1.0
     if paired:
         return f"{int(np.sum(sign * (x - y) > 0))}/{len(x)}"
     wins = np.sum(sign * (x[:, None] - y[None, :]) > 0) + 0.5 * np.sum(x[:, None] == y[None, :])

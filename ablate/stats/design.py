@@ -66,7 +66,9 @@ class Margin:
         return f"{self.value:g}%" if self.relative else f"{self.value:g}"
 
 
-GOALS = ("minimize", "maximize")
+MINIMIZE, MAXIMIZE = "minimize", "maximize"
+GOALS = (MINIMIZE, MAXIMIZE)  # a metric's goal as sweep files write it (W&B's words); every package asks here
+DEFAULT_GOAL = MINIMIZE  # a metric whose goal is not stated (W&B's default)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ class Judged:
     """A metric every row is judged on: its name as runs log it, its goal, and its own margin (None: none)."""
 
     name: str
-    goal: str = "minimize"
+    goal: str = DEFAULT_GOAL
     margin: Margin | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -82,7 +84,7 @@ class Judged:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], source: str = "plan.json") -> Judged:
-        goal = data.get("goal", "minimize")
+        goal = data.get("goal", DEFAULT_GOAL)
         if goal not in GOALS:
             raise ConfigError("metrics.goal", goal, f"one of {', '.join(GOALS)}", source)
         return cls(str(data["name"]), goal, Margin.parse(data.get("margin"), "metrics.margin", source))

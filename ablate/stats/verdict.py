@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ablate.stats.design import MINIMIZE
+
 BETTER, WORSE, EQUIVALENT, NOT_WORSE, NOT_BETTER, UNDECIDED, CANNOT_TEST, TOO_FEW = range(8)
 NAMES = ("better", "worse", "equivalent", "not worse", "not better", "undecided", "cannot test", "too few seeds")
 DECIDED = (BETTER, WORSE, EQUIVALENT)  # a sequential design stops adding seeds to a row with one of these
@@ -34,7 +36,7 @@ def from_interval(lo: np.ndarray, hi: np.ndarray, goal: str, margin: float | np.
     """The verdict codes of intervals [lo, hi] of Δ (arrays of one shape), for the goal and the margin (None or
     NaN: no margin, so no verdict that needs one)."""
     lo, hi = np.asarray(lo, float), np.asarray(hi, float)
-    ilo, ihi = (-hi, -lo) if goal == "minimize" else (lo, hi)
+    ilo, ihi = (-hi, -lo) if goal == MINIMIZE else (lo, hi)
     m = np.nan if margin is None else np.asarray(margin, float)  # every comparison with NaN is False
     conditions = [(ilo > -m) & (ihi < m), ilo > 0, ihi < 0, ilo > -m, ihi < m]
     return np.select(conditions, [EQUIVALENT, BETTER, WORSE, NOT_WORSE, NOT_BETTER], UNDECIDED)
@@ -58,7 +60,7 @@ def guard(lo: np.ndarray, hi: np.ndarray, goal: str, margin: float | np.ndarray 
     row_rate = np.asarray(row_failed) * np.asarray(base_runs)  # cross-multiplied: no division by zero runs
     base_rate = np.asarray(base_failed) * np.asarray(row_runs)
     row_more, base_more = row_rate > base_rate, base_rate > row_rate
-    if goal == "minimize":  # Δ's upper bound says how good the row is, its lower bound how good the base is
+    if goal == MINIMIZE:  # Δ's upper bound says how good the row is, its lower bound how good the base is
         lo, hi = np.where(base_more, -np.inf, lo), np.where(row_more, np.inf, hi)
     else:
         lo, hi = np.where(row_more, -np.inf, lo), np.where(base_more, np.inf, hi)
@@ -82,5 +84,5 @@ def qualifier(code: int, lo: float, hi: float, goal: str) -> str:
     already says all the interval proves."""
     if int(code) != EQUIVALENT or not lo * hi > 0:
         return ""
-    worse = (lo > 0) == (goal == "minimize")
+    worse = (lo > 0) == (goal == MINIMIZE)
     return f"{NAMES[WORSE] if worse else NAMES[BETTER]}, by less than the margin"

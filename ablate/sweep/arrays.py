@@ -32,6 +32,7 @@ from ablate.runs.files import read_json, variant_hash, write_json
 from ablate.runs.sweep_folder import ARRAYS_FILE
 from ablate.sweep.plan import PlannedRun
 from ablate.sweep.queue import RunQueue
+from ablate.sweep.slots import AUTO
 
 MAX_MEMBERS = 16
 # Processes per GPU when seeds fuse and --runs-per-gpu is auto: two, so that one computes while the other does its
@@ -61,7 +62,7 @@ class Fusing:
 def processes_per_gpu(runs_per_gpu: str | int, setting: str | int, gpus: Sequence[Any]) -> str | int:
     """``--runs-per-gpu`` as the pool uses it: ``auto`` with seeds that may fuse on a GPU is :data:`ARRAYS_PER_GPU`
     processes (their arrays fill the memory); otherwise as given (``auto``: as many solo runs as fit)."""
-    if runs_per_gpu == "auto" and gpus and str(setting) != "off":
+    if runs_per_gpu == AUTO and gpus and str(setting) != "off":
         return ARRAYS_PER_GPU
     return runs_per_gpu
 

@@ -24,6 +24,7 @@ import math
 import random
 from typing import Any
 
+from ablate.stats.design import MINIMIZE
 from ablate.sweep.spec import Point, Sweep
 
 ROW = "__row__"
@@ -44,7 +45,7 @@ class BayesSearch:
         self.seeds = random.Random(sweep.sampler_seed)  # a point's drawn seed, when the sweep draws seeds
         dims = self.keys + ([ROW] if len(self.rows) > 1 else [])
         self.space = {k: optuna.distributions.FloatDistribution(0.0, 1.0) for k in dims}
-        direction = "minimize" if sweep.metric["goal"] == "minimize" else "maximize"
+        direction = "minimize" if sweep.metric["goal"] == MINIMIZE else "maximize"  # Optuna's words
         self.study = optuna.create_study(direction=direction,
                                          sampler=optuna.samplers.GPSampler(seed=sweep.sampler_seed,
                                                                            n_startup_trials=STARTUP))

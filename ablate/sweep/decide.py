@@ -24,7 +24,7 @@ from typing import Any
 
 from ablate.errors import ConfigError
 from ablate.runs.metrics import allowed, known
-from ablate.stats.design import ALPHA, GOALS, MAX_SEEDS, Judged, Margin
+from ablate.stats.design import ALPHA, DEFAULT_GOAL, GOALS, MAX_SEEDS, Judged, Margin
 
 KEYS = ("margin", "max_seeds", "alpha", "metrics")
 METRIC_KEYS = ("name", "goal", "margin")
@@ -83,7 +83,7 @@ def parse_metrics(spec: Any, source: str) -> tuple[Judged, ...]:
         key = f"decide.metrics[{i}]"
         if not isinstance(entry, dict) or "name" not in entry or set(entry) - set(METRIC_KEYS):
             raise ConfigError(key, entry, "a mapping {name, goal, margin} (goal and margin optional)", source)
-        name, goal = entry["name"], entry.get("goal", "minimize")
+        name, goal = entry["name"], entry.get("goal", DEFAULT_GOAL)
         if not isinstance(name, str) or not known(name):
             raise ConfigError(f"{key}.name", name, allowed(str(name)), source)
         if goal not in GOALS:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ablate.errors import ConfigError
+from ablate.stats.design import MAXIMIZE
 
 KEYS = {"type", "max_iter", "min_iter", "s", "eta", "strict"}
 
@@ -93,7 +94,7 @@ class Hyperband:
             running: the ids of the runs still training.
             goal: ``minimize`` or ``maximize``.
         """
-        sign = -1.0 if goal == "maximize" else 1.0
+        sign = -1.0 if goal == MAXIMIZE else 1.0
         lowered = {run: [sign * v for v in h if math.isfinite(v)] for run, h in histories.items()}
         thresholds = self.thresholds([h for h in lowered.values() if h])
         stop = {}

@@ -170,6 +170,21 @@ def plan_queue(sweep: Sweep, sweep_dir: Path, planner: Planner, *, dry_run: bool
     return runs, lambda todo, save, again: RunQueue(sweep, sweep_dir, runs, todo)
 
 
+def open_queue(sweep: Sweep, sweep_dir: Path, runs: Runs, queue_for: QueueFor, *,
+               retry_failed: bool) -> tuple[RunQueue, Outcome]:
+    """The queue a launch hands out its runs from, as ``queue_for`` (:func:`plan_queue`) builds it over the runs still
+    to do, and the outcome of those settled before; plan.json is written with every run the queue plans now.
+
+    The queue saves the plan when a look adds runs, and of the runs a look adds it is given those still to do (a
+    relaunch replays its looks: a seed an earlier launch ran is not run again)."""
+    evaluate = sweep.evaluate_options()
+    todo, settled = pending(runs, sweep_dir, retry_failed, evaluate)
+    queue = queue_for(todo, lambda all_runs: write_plan(sweep, sweep_dir, all_runs),
+                      lambda added: pending(added, sweep_dir, retry_failed, evaluate)[0])
+    write_plan(sweep, sweep_dir, queue.runs)
+    return queue, settled
+
+
 def local_pool(planner: Planner, runs: list[PlannedRun], *, workers: int, runs_per_gpu: str | int,
                fuse: str | int) -> tuple[list[dict[str, str]], Fusing]:
     """This machine's pool for ``runs``: one environment per slot (:func:`ablate.sweep.slots.slots`) and which seeds
@@ -179,7 +194,7 @@ def local_pool(planner: Planner, runs: list[PlannedRun], *, workers: int, runs_p
     gpus = machine.visible_gpus()  # looked up at the call: what the pool sees now (and what a test fakes)
     per_gpu = processes_per_gpu(runs_per_gpu, fuse, gpus)
     where = machine.slots(workers=workers, runs_per_gpu=per_gpu, gpus=gpus,
-                          run_bytes=need if per_gpu == "auto" else None)
+                          run_bytes=need if per_gpu == machine.AUTO else None)
     return where, fusing(fuse, gpus=gpus, slots_per_gpu=max(1, len(where) // max(1, len(gpus))), run_bytes=need)
 
 
@@ -217,7 +232,7 @@ def cluster_fusing(fuse: str | int) -> Fusing | None:
 
 
 def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: int, dry_run: bool,
-           retry_failed: bool, progress: bool = True, runs_per_gpu: str | int = 1,
+           retry_failed: bool, progress: bool = True, runs_per_gpu: str | int = machine.RUNS_PER_GPU,
            cluster: Any = None, fuse: str | int = "auto", notes: list[str] | None = None,
            change_design: bool = False) -> tuple[Path, list[PlannedRun], Outcome | None]:
     """Plan every run (validating each config), then run the pending ones unless ``dry_run``.
@@ -252,12 +267,9 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     if sweep.path.resolve() != sweep_file(sweep_dir).resolve():
         shutil.copyfile(sweep.path, sweep_file(sweep_dir))
     evaluate = sweep.evaluate_options()
-    todo, settled = pending(runs, sweep_dir, retry_failed, evaluate)
-    queue = queue_for(todo, lambda all_runs: write_plan(sweep, sweep_dir, all_runs),
-                      lambda added: pending(added, sweep_dir, retry_failed, evaluate)[0])
+    queue, settled = open_queue(sweep, sweep_dir, runs, queue_for, retry_failed=retry_failed)
     todo_ids = {r.id for r in queue.todo}  # a sequential design may have added the seeds earlier looks asked for
     runs = queue.runs
-    write_plan(sweep, sweep_dir, runs)
     if queue.planned_ahead:  # the others plan as they go: their bar counts
         print(start_note(sweep.name, runs, list(queue.todo), sweep_dir,
                          sweep.decide.most_runs(len({r.variant for r in runs}))), file=sys.stderr)

@@ -16,6 +16,7 @@ from typing import Callable, Iterator
 
 from ablate.runs.files import final_value, read_history, read_result
 from ablate.runs.status import SETTLED, Status
+from ablate.stats.design import MINIMIZE
 from ablate.sweep.plan import Planner, PlannedRun
 from ablate.sweep.spec import Sweep
 
@@ -179,7 +180,7 @@ def run_score(sweep: Sweep, sweep_dir: Path, run: PlannedRun, ended: list[list[f
     by hyperband, the best value it logged; a failed one (or one without a finite value) by ``metric.impute``:
     ``worst`` (W&B's default: the worst value any ended run logged, 0 when none did), ``best`` or ``latest`` (its
     own best or last logged value, 0 when it logged none)."""
-    name, minimize = sweep.metric["name"], sweep.metric["goal"] == "minimize"
+    name, minimize = sweep.metric["name"], sweep.metric["goal"] == MINIMIZE
     status = (read_result(sweep_dir / run.run_dir) or {}).get("status")
     own = [v for v in read_history(sweep_dir / run.run_dir, name) if math.isfinite(v)]
     best = (min if minimize else max)

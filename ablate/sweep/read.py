@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import COMMAND_LINE, ConfigError, check_name
-from ablate.runs.metrics import EVALUATED, allowed, known
+from ablate.runs.metrics import EVALUATED, allowed, default_metric, known
+from ablate.stats.design import GOALS
 from ablate.sweep.slurm_settings import SlurmSettings
 from ablate.sweep.decide import parse_decide
 from ablate.sweep.hyperband import Hyperband
@@ -24,7 +25,6 @@ W_AND_B_KEYS = {"name", "description", "method", "metric", "parameters", "run_ca
 # ablate runs `ablate train` itself; apiVersion and kind head W&B Launch's sweep-scheduler manifests
 NOT_HONOURED = ("program", "command", "job", "image_uri", "scheduler", "metrics", "apiVersion", "kind")
 EVALUATE_OPTIONS = ("lengths", "split", "beam", "alpha", "average_last", "checkpoint", "batch_tokens")
-GOALS = ("minimize", "maximize")
 IMPUTE = ("worst", "best", "latest")  # what a bayes search scores a failed run by (W&B's metric.impute)
 
 
@@ -139,14 +139,14 @@ def _parse_evaluate(spec: Any, source: str) -> dict[str, Any] | None:
 
 
 def _parse_metric(spec: Any, source: str) -> dict[str, Any]:
-    metric = {"name": "val/loss", "goal": "minimize"}
+    metric = default_metric()
     if spec is not None:
         if not isinstance(spec, dict) or set(spec) - {"name", "goal", "target", "impute", "impute_while_running"}:
             raise ConfigError("metric", spec, "{name: ..., goal: minimize|maximize, target: number, impute: "
                               "worst|best|latest, impute_while_running: false|worst|best|latest}", source)
         metric.update(spec)
     if metric["goal"] not in GOALS:
-        raise ConfigError("metric.goal", metric["goal"], "minimize or maximize", source)
+        raise ConfigError("metric.goal", metric["goal"], " or ".join(GOALS), source)
     if metric.setdefault("impute", "worst") not in IMPUTE:
         raise ConfigError("metric.impute", metric["impute"], f"one of {', '.join(IMPUTE)}", source)
     if metric.get("impute_while_running") is False:  # W&B's schema takes the string "false"; YAML's false means it too

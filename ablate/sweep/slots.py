@@ -13,6 +13,8 @@ import torch
 
 from ablate.train.threads import usable_cores
 
+AUTO = "auto"  # --runs-per-gpu auto: as many runs on a GPU as its free memory holds (seed arrays: ablate.sweep.arrays)
+RUNS_PER_GPU = AUTO  # --runs-per-gpu's default: the CLI's and launch()'s
 MAX_PER_GPU = 16  # runs-per-gpu auto never packs more than this many runs on one GPU
 
 
@@ -51,7 +53,7 @@ def slots(*, workers: int, runs_per_gpu: str | int = 1, gpus: list[Gpu] | None =
     else:
         devices = []
         for gpu in gpus:
-            if runs_per_gpu == "auto":
+            if runs_per_gpu == AUTO:
                 k = 1 if not run_bytes else int(min(MAX_PER_GPU, max(1, gpu.free // run_bytes)))
             else:
                 k = int(runs_per_gpu)

@@ -43,7 +43,8 @@ from typing import Any, Iterator
 
 import yaml
 
-from ablate.stats.design import Design, Judged
+from ablate.runs.metrics import default_metric
+from ablate.stats.design import MINIMIZE, Design, Judged
 from ablate.stats.factorial import LADDER, ROW
 from ablate.sweep.decide import Decide
 from ablate.sweep.hyperband import Hyperband
@@ -76,7 +77,7 @@ class Sweep:
     name: str
     path: Path
     method: str = DEFAULT_METHOD
-    metric: dict[str, Any] = field(default_factory=lambda: {"name": "val/loss", "goal": "minimize"})
+    metric: dict[str, Any] = field(default_factory=default_metric)
     description: str = ""
     base_config: Path | None = None
     base_overrides: list[str] = field(default_factory=list)
@@ -124,7 +125,7 @@ class Sweep:
         """Whether a run's metric value reaches the target."""
         if value is None or self.target is None or not math.isfinite(value):
             return False
-        return value <= self.target if self.metric["goal"] == "minimize" else value >= self.target
+        return value <= self.target if self.metric["goal"] == MINIMIZE else value >= self.target
 
     def evaluate_options(self) -> list[str] | None:
         """``evaluate: {lengths: [1, 2, 4], beam: 4}`` as ``ablate evaluate`` options: --lengths 1,2,4 --beam 4

@@ -153,7 +153,9 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
     except Exception as exc:
         status, error = Status.FAILED, f"{type(exc).__name__}: {exc}"
         known["traceback"] = traceback.format_exc(limit=8)
-        raise RunFailed(array_dir, error) from exc
+        # the members still running record it in their result.json (below); the array's own folder holds none
+        failing = [m for m in _active(members) if m.status == Status.RUNNING] or _active(members)
+        raise RunFailed(failing[0].run_dir, error, others=len(failing) - 1) from exc
     finally:
         known["wall_time_s"] = clock.seconds
         for m in _active(members):

@@ -16,7 +16,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import TQDMProgressBar
 
-from ablate.runs.metrics import CURVES
+from ablate.runs.metrics import CURVES, TOKENS_PER_S, TRAIN_LOSS, VAL_LOSS
 from ablate.train.life import ProgressFile, StopFile, TrainClock, not_finite, tokens_per_s
 from ablate.train.signals import STOP_SIGNALS, Interrupted
 
@@ -60,7 +60,7 @@ class TokenThroughput(pl.Callback):
         self.total_tokens += tokens
         self._window = 0
         if log and seconds > 0:
-            pl_module.log("train/tokens_per_s", tokens_per_s(tokens, seconds))
+            pl_module.log(TOKENS_PER_S, tokens_per_s(tokens, seconds))
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._flush(pl_module, log=False)
@@ -131,16 +131,16 @@ class FiniteLoss(pl.Callback):
         self._check()
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        value = trainer.callback_metrics.get("val/loss")
+        value = trainer.callback_metrics.get(VAL_LOSS)
         if not trainer.sanity_checking and value is not None and not math.isfinite(float(value)):
-            raise not_finite("val/loss", trainer.global_step, float(value))
+            raise not_finite(VAL_LOSS, trainer.global_step, float(value))
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._check()
 
     def _check(self) -> None:
         if self._first_bad is not None and (step := int(self._first_bad)) >= 0:
-            raise not_finite("train/loss", step, float(self._bad_loss))
+            raise not_finite(TRAIN_LOSS, step, float(self._bad_loss))
 
 
 class Progress(pl.Callback):
@@ -315,6 +315,6 @@ class LoggedLossBar(TQDMProgressBar):
             bar.n = batch_idx + 1  # counted, drawn with the next news
 
     def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
-        if self._logs_loss(trainer) and (loss := trainer.callback_metrics.get("train/loss")) is not None:
-            self._shown = {"train/loss": float(loss)}
+        if self._logs_loss(trainer) and (loss := trainer.callback_metrics.get(TRAIN_LOSS)) is not None:
+            self._shown = {TRAIN_LOSS: float(loss)}
         return {**super().get_metrics(trainer, pl_module), **self._shown}

@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ablate.components.auxiliary import by_name, collect_aux_losses, weighted_total
 from ablate.model import build_model, count_parameters
+from ablate.runs.metrics import VAL_ACC, VAL_LOSS, VAL_PPL
 from ablate.train.fused import FusedModel
 from ablate.train.system import optimizers
 
@@ -116,11 +117,11 @@ class FusedSystem(pl.LightningModule):
     def on_validation_epoch_end(self) -> None:
         nll, correct, tokens = self.val_sums
         loss = nll / tokens.clamp(min=1)
-        self.val_metrics = {"val/loss": loss, "val/ppl": loss.exp(), "val/acc": correct / tokens.clamp(min=1)}
+        self.val_metrics = {VAL_LOSS: loss, VAL_PPL: loss.exp(), VAL_ACC: correct / tokens.clamp(min=1)}
         alive = ~self.out
         # Lightning's own view (checkpoint monitor, progress bar): the mean over members still training.
         mean = (loss * alive).sum() / alive.sum().clamp(min=1)
-        self.log("val/loss", mean, prog_bar=True)
+        self.log(VAL_LOSS, mean, prog_bar=True)
 
     def configure_optimizers(self):
         return optimizers(self, self.cfg)

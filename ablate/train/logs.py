@@ -25,6 +25,7 @@ from pytorch_lightning.utilities.model_summary import get_human_readable_count
 from torch import nn
 
 from ablate.model.flops import count_flops, sequence_length
+from ablate.runs.metrics import TRAIN_LOSS
 from ablate.train.callbacks import LoggedLossBar
 
 ADVERT = "💡 Tip:"  # how Lightning's adverts begin
@@ -106,11 +107,11 @@ class ProgressLines(ProgressBar):
         logged = self._logs_loss(trainer)
         if not logged and before != self._first:
             return
-        loss = trainer.callback_metrics.get("train/loss") if logged else None
+        loss = trainer.callback_metrics.get(TRAIN_LOSS) if logged else None
         rate = (step - before) / (now - then) if now > then else 0.0
         self._since = (step, now)
         self._say(" · ".join([f"step {step}/{trainer.max_steps}", f"{rate:.3g} steps/s",
-                              *([f"train/loss {_number(loss)}"] if loss is not None else [])]))
+                              *([f"{TRAIN_LOSS} {_number(loss)}"] if loss is not None else [])]))
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:

@@ -21,7 +21,7 @@ import torch
 from omegaconf import DictConfig
 
 from ablate.runs.files import best_checkpoint, last_checkpoint, read_result
-from ablate.runs.metrics import CURVES, LR
+from ablate.runs.metrics import CURVES, LR, TOKENS_PER_S, TRAIN_LOSS, VAL_LOSS
 from ablate.runs.status import Status
 from ablate.train.checkpoints import drop_step_checkpoints_after, keep_step_weights, save_weights
 from ablate.train.fused_system import RUNNING, FusedSystem
@@ -136,9 +136,9 @@ class Members(pl.Callback):
             m.tokens += n
             if m.status != Status.RUNNING:
                 continue
-            metrics = {"train/loss": loss, LR: lr, **{f"train/aux/{k}": v[m.index] for k, v in aux.items()}}
+            metrics = {TRAIN_LOSS: loss, LR: lr, **{f"train/aux/{k}": v[m.index] for k, v in aux.items()}}
             if seconds > 0:
-                metrics["train/tokens_per_s"] = tokens_per_s(n, seconds)
+                metrics[TOKENS_PER_S] = tokens_per_s(n, seconds)
             m.final.update({k: v for k, v in metrics.items() if k not in CURVES})
             for logger in m.loggers:  # at Lightning's step, as a solo run's: the 0-based index of the last step
                 logger.log_metrics(metrics, step=trainer.global_step - 1)
@@ -147,7 +147,7 @@ class Members(pl.Callback):
         """Fail the members whose training loss went bad since the last read."""
         for m, step in zip(self.members, pl_module.first_bad.tolist()):
             if step != RUNNING and m.status == Status.RUNNING:
-                self._fail(m, pl_module, step, failure(not_finite("train/loss", step)))
+                self._fail(m, pl_module, step, failure(not_finite(TRAIN_LOSS, step)))
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:
@@ -162,8 +162,8 @@ class Members(pl.Callback):
         values = {k: v.tolist() for k, v in pl_module.val_metrics.items()}
         for m in self.running:
             mine = {k: v[m.index] for k, v in values.items()}
-            if not math.isfinite(mine["val/loss"]):
-                self._fail(m, pl_module, step, failure(not_finite("val/loss", step, mine["val/loss"])))
+            if not math.isfinite(mine[VAL_LOSS]):
+                self._fail(m, pl_module, step, failure(not_finite(VAL_LOSS, step, mine[VAL_LOSS])))
                 continue
             m.final, m.step = {**m.final, **mine}, step
             for logger in m.loggers:
@@ -172,8 +172,8 @@ class Members(pl.Callback):
             m.progress.record(step, mine)
             weights = pl_module.model.member_state_dict(m.index)
             save_weights(last_checkpoint(m.run_dir), weights, m.cfg, step)
-            if mine["val/loss"] < m.best:
-                m.best = mine["val/loss"]
+            if mine[VAL_LOSS] < m.best:
+                m.best = mine[VAL_LOSS]
                 save_weights(best_checkpoint(m.run_dir), weights, m.cfg, step)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

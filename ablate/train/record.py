@@ -29,7 +29,7 @@ import torch
 from omegaconf import DictConfig
 
 from ablate.runs.files import config_hash
-from ablate.runs.metrics import perplexity
+from ablate.runs.metrics import VAL_LOSS, VAL_PPL, perplexity
 from ablate.runs.status import Status
 from ablate.runtime import allocator_in_use
 from ablate.train.precision import run_precision
@@ -96,7 +96,7 @@ def run_result(cfg: DictConfig, run_dir: Path, trainer: pl.Trainer | None, attem
     if outcome.step is not None:
         best = outcome.best
         result.update(step=outcome.step, final=dict(outcome.final),
-                      best={"val/loss": best, "val/ppl": perplexity(best)} if math.isfinite(best) else {},
+                      best={VAL_LOSS: best, VAL_PPL: perplexity(best)} if math.isfinite(best) else {},
                       train_tokens=outcome.train_tokens, tokens_per_s=outcome.tokens_per_s)
     if outcome.wall_time_s is not None:
         result["wall_time_s"] = outcome.wall_time_s  # every attempt's (from the checkpoint it resumed), not this one's

@@ -27,7 +27,7 @@ from ablate.errors import ConfigError
 from ablate.runs.files import (BEST_STEM, checkpoints_dir, config_hash, config_path, last_checkpoint, log_path,
                                read_result, result_path, resume_command, write_atomic, write_json)
 from ablate.runs.lock import run_lock
-from ablate.runs.metrics import steps_done
+from ablate.runs.metrics import VAL_LOSS, steps_done
 from ablate.runs.status import Status
 from ablate.train.callbacks import (FinalValues, FiniteLoss, Progress, SignalStop, StopRequest, TokenThroughput,
                                     ValidateAtLastStep, WallClock)
@@ -48,11 +48,13 @@ from ablate.train.validation_bleu import ValidationBleu
 
 class RunFailed(RuntimeError):
     """Training raised; ``result.json`` in ``run_dir`` records why, or, ``removed``, the folder the command made for it
-    is gone again: it failed before training started (:func:`ablate.train.preflight.discard`)."""
+    is gone again: it failed before training started (:func:`ablate.train.preflight.discard`). ``others``: how many
+    more runs' result.json record the same failure (the other members of a seed array that failed as a whole)."""
 
-    def __init__(self, run_dir: Path, reason: str, removed: bool = False):
+    def __init__(self, run_dir: Path, reason: str, removed: bool = False, *, others: int = 0):
+        also = f", and the result.json of its seed array's {others} other member{'s' * (others != 1)}" if others else ""
         where = (f"{run_dir} was new and training had not started: removed, as it was before" if removed
-                 else f"see {run_dir / 'result.json'}")
+                 else f"see {result_path(run_dir)}{also}")
         super().__init__(f"run failed: {reason} ({where})")
         self.run_dir, self.reason, self.removed = run_dir, reason, removed
 
@@ -94,7 +96,7 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
     checkpoints = [
         # No version counter: best.ckpt and last.ckpt are always these names (evaluate, generate and attention read
         # them); a run that starts over holds no checkpoint of an earlier attempt (checkpoints.clear_checkpoints).
-        ModelCheckpoint(dirpath=checkpoints_dir(run_dir), filename=BEST_STEM, monitor="val/loss", mode="min",
+        ModelCheckpoint(dirpath=checkpoints_dir(run_dir), filename=BEST_STEM, monitor=VAL_LOSS, mode="min",
                         save_last=True, enable_version_counter=False),
         LearningRateMonitor(logging_interval="step"),
     ]

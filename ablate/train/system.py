@@ -15,7 +15,7 @@ from ablate import registry
 from ablate.config.dims import context
 from ablate.components.auxiliary import by_name, collect_aux_losses, weighted_total
 from ablate.model import build_model, count_parameters
-from ablate.runs.metrics import LR
+from ablate.runs.metrics import LR, TRAIN_LOSS, VAL_ACC, VAL_LOSS, VAL_PPL
 from ablate.train.loss import projected_loss, supports_projected_loss
 from ablate.train.optimizer import adam
 
@@ -126,7 +126,7 @@ class TransformerSystem(pl.LightningModule):
         self._loss_steps += 1
         trainer = self._trainer  # None outside a Trainer (a test calling training_step): nothing to log to
         if trainer is not None and ((step + 1) % trainer.log_every_n_steps == 0 or step + 1 >= trainer.max_steps > 0):
-            self.log("train/loss", self._loss_sum / self._loss_steps)
+            self.log(TRAIN_LOSS, self._loss_sum / self._loss_steps)
             self._logged_at = step
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
@@ -151,7 +151,7 @@ class TransformerSystem(pl.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         nll = self.val_nll.compute()
-        self.log_dict({"val/loss": nll, "val/ppl": nll.exp(), "val/acc": self.val_acc.compute()}, prog_bar=True)
+        self.log_dict({VAL_LOSS: nll, VAL_PPL: nll.exp(), VAL_ACC: self.val_acc.compute()}, prog_bar=True)
         self.val_nll.reset()
         self.val_acc.reset()
 

@@ -15,6 +15,7 @@ from torch import nn
 from ablate.decode import translate
 from ablate.metrics.bleu import corpus_bleu, detokenize
 from ablate.model import build_model
+from ablate.runs.metrics import VAL_BLEU
 
 if TYPE_CHECKING:
     from ablate.train.fused_system import FusedSystem
@@ -69,7 +70,7 @@ class ValidationBleu(pl.Callback):
         data = trainer.datamodule
         if trainer.sanity_checking or not trainer.is_global_zero or not decodes_references(data):
             return
-        pl_module.log("val/bleu", self.score(pl_module.model, data, pl_module.cfg.data), rank_zero_only=True)
+        pl_module.log(VAL_BLEU, self.score(pl_module.model, data, pl_module.cfg.data), rank_zero_only=True)
 
 
 class MemberBleu(pl.Callback):
@@ -102,7 +103,7 @@ class MemberBleu(pl.Callback):
             if not out:
                 model = pl_module.model.load_member(k, self._solo_model(pl_module))
                 scores[k] = self.score(model, tasks[k], pl_module.cfgs[k].data)
-        pl_module.val_metrics["val/bleu"] = scores
+        pl_module.val_metrics[VAL_BLEU] = scores
 
     def _solo_model(self, pl_module: FusedSystem) -> nn.Module:
         if self._solo is None:

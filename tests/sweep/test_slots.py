@@ -3,15 +3,16 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import threading
-from collections import Counter
+from collections import Counter, defaultdict
 
 import pytest
 
 from ablate.sweep import load_sweep
 from ablate.sweep.launch import launch
-from ablate.sweep.slots import MAX_PER_GPU, Gpu, slots
+from ablate.sweep.slots import AUTO, MAX_PER_GPU, RUNS_PER_GPU, Gpu, slots
 from tests.sweep.conftest import sweep_file
 
 GiB = 1 << 30
@@ -92,3 +93,13 @@ def test_a_packed_sweep_trains_k_runs_at_once_on_each_gpu_and_pins_each_run(tmp_
     assert sorted(r for r, _, _ in seen) == sorted(r.id for r in runs)  # each run trained once
     assert {d for _, d, _ in seen} == {"0", "1"} and {t for _, _, t in seen} == {"2"}  # 8 cores over 4 slots
     assert most == {"0": 2, "1": 2}
+
+
+def test_a_launch_packs_gpus_as_ablate_sweep_does_without_runs_per_gpu():
+    """launch() called without runs_per_gpu (a script, a test) packs each GPU as the command line does without
+    --runs-per-gpu: auto."""
+    from ablate.cli.parser import build_parser
+
+    _, subparsers = build_parser(defaultdict(lambda: None))
+    command_line = subparsers["sweep"].parse_intermixed_args(["sweep.yaml"]).runs_per_gpu
+    assert inspect.signature(launch).parameters["runs_per_gpu"].default == command_line == RUNS_PER_GPU == AUTO

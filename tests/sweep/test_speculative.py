@@ -2,7 +2,8 @@
 worker idles while the design may still need a run, the verdicts are the barrier's on the same outcomes, and a
 relaunch after a kill mid-look trains only what is missing.
 
-The sweep's queue is built as ``ablate sweep`` builds it (its plan, plan.json, the runs' result.json), and driven by a
+The sweep's queue is built by the functions ``ablate sweep`` builds it with (:func:`ablate.sweep.launch.plan_queue`,
+:func:`ablate.sweep.launch.open_queue`: its plan, plan.json, the runs' result.json), and driven by a
 pool of simulated workers in steps of time: each run takes one step and ends with the value ``OUTCOMES`` gives its
 seed, so the schedule, and so every assertion, is deterministic. Nothing trains.
 """
@@ -18,9 +19,8 @@ import pytest
 from ablate.report import build_report
 from ablate.runs.status import Status
 from ablate.sweep import load_sweep
-from ablate.sweep.launch import plan_queue
-from ablate.sweep.plan import Planner, write_plan
-from ablate.sweep.runner import pending
+from ablate.sweep.launch import open_queue, plan_queue
+from ablate.sweep.plan import Planner
 from ablate.sweep.sequential import SequentialQueue
 from tests.sweep.conftest import plan_of, sweep_file
 
@@ -52,10 +52,7 @@ class Pool:
         sweep = load_sweep(tmp / "sweep.yaml")
         self.sweep_dir, self.workers = tmp / "sweeps" / "spec", workers
         runs, queue_for = plan_queue(sweep, self.sweep_dir, Planner(sweep, [], check=False), dry_run=False)
-        todo, _ = pending(runs, self.sweep_dir, False)
-        self.queue = queue_for(todo, lambda every: write_plan(sweep, self.sweep_dir, every),
-                               lambda added: pending(added, self.sweep_dir, False)[0])
-        write_plan(sweep, self.sweep_dir, self.queue.runs)
+        self.queue, _ = open_queue(sweep, self.sweep_dir, runs, queue_for, retry_failed=False)  # as a launch does
         self.first_todo = [r.id for r in self.queue.todo]
         self.started: list[str] = []
         self.busy: list[int] = []  # workers busy at each step

@@ -13,11 +13,14 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import queue
 import random
+import re
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -349,23 +352,70 @@ def _early_run(sweep_dir: Path, before: int) -> bool:
     return False
 
 
+DEADLINE = 600.0  # a guard against a hung test only: each wait ends on its event
+
+
+class _Sweep:
+    """A sweep in the background, its stderr read line by line as it prints them (a thread per pipe, so neither fills
+    and a wait for a line ends when the line comes, or at the deadline)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc, self.lines, self._new = proc, [], queue.Queue()
+        threading.Thread(target=self._read, args=(proc.stderr,), daemon=True).start()
+        threading.Thread(target=proc.stdout.read, daemon=True).start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self._new.put(line)
+        self._new.put(None)  # the sweep closed its stderr: it has ended
+
+    def line(self, pattern: str) -> re.Match:
+        """The first line from now on that matches ``pattern``."""
+        end = time.monotonic() + DEADLINE
+        while True:
+            try:
+                line = self._new.get(timeout=max(0.0, end - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no line {pattern!r} in {DEADLINE:.0f} s: {''.join(self.lines)[-3000:]}")
+            assert line is not None, f"the sweep ended before a line {pattern!r}: {''.join(self.lines)[-3000:]}"
+            self.lines.append(line)
+            if match := re.search(pattern, line):
+                return match
+
+    def until(self, what: str, ready) -> None:
+        """Until ``ready()`` holds (a file the sweep's runs write); fail naming ``what`` if the sweep ends first."""
+        end = time.monotonic() + DEADLINE
+        while not ready():
+            assert self.proc.poll() is None, f"the sweep ended before {what}: {''.join(self.lines)[-3000:]}"
+            assert time.monotonic() < end, f"waited {DEADLINE:.0f} s for {what}"
+            time.sleep(0.05)
+
+    def ended(self) -> int:
+        """Its exit code, once it has exited."""
+        return self.proc.wait(timeout=DEADLINE)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_an_open_ended_sweep_stopped_by_ctrl_c_keeps_its_runs_and_resumes(tmp_path, stop):
     path = _open_ended(tmp_path, steps=120)  # long enough that a run in flight is still going when the signal lands
     sweep_dir = tmp_path / "sweeps" / "open"
-    proc = _cli("sweep", str(path), "--workers", "2", cwd=tmp_path, background=True)
-    deadline = time.time() + 300
-    while time.time() < deadline and (not (sweep_dir / "plan.json").is_file() or
-                                      run_statuses(sweep_dir).count("finished") < 3 or
-                                      not _early_run(sweep_dir, before=60)):  # stop it with a run in flight
-        time.sleep(0.1)
-    if stop == signal.SIGINT:
-        os.killpg(proc.pid, stop)  # Ctrl-C: the terminal signals the sweep and its runs
-    else:
-        os.kill(proc.pid, stop)  # a scheduler's SIGTERM: the sweep alone, which stops its runs
-    proc.communicate(timeout=120)
-    assert proc.returncode != 0
+    sweep = _Sweep(_cli("sweep", str(path), "--workers", "2", cwd=tmp_path, background=True))
+    try:
+        sweep.line(r"\bdone=3\b")  # three runs finished: the pool's progress line says so as the third ends
+        sweep.until("a run training before step 60", lambda: _early_run(sweep_dir, before=60))  # one in flight
+        if stop == signal.SIGINT:
+            os.killpg(sweep.proc.pid, stop)  # Ctrl-C: the terminal signals the sweep and its runs
+        else:
+            os.kill(sweep.proc.pid, stop)  # a scheduler's SIGTERM: the sweep alone, which stops its runs
+        assert sweep.ended() != 0
+    finally:
+        sweep.kill()  # a failed wait leaves no sweep behind
     plan = plan_of(sweep_dir)["runs"]
     results = {r["id"]: sweep_dir / r["run_dir"] / "result.json" for r in plan}  # a run drawn but not started has none
     finished = {i: path.read_bytes() for i, path in results.items()

@@ -4,6 +4,7 @@
   initial weights, the same data order, its own gradient clipping, Adam state and schedule (weights within 1e-5,
   validation losses within 1e-5, relative), at every validation.
 - A member whose loss goes NaN fails alone, naming its step; the others end as they would have without it.
+- An array that fails as a whole fails every member still training, and its error names a result.json that says why.
 - An array killed with SIGKILL and relaunched ends bit-identical to the same array uninterrupted (dropout on).
 - Each member's directory reads as a run: result.json with ``fused``, progress.json, best/last weights that
   ``ablate evaluate``'s loader takes.
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -153,6 +155,32 @@ def test_a_member_that_goes_nan_fails_alone(tmp_path, monkeypatch):
         assert read_result(tmp_path / f"array/runs/s{s}")["status"] == "finished"
         train(_cfg(tmp_path / f"solo/s{s}", s, "model.dropout=0.0", "model.attention_dropout=0.0"))
         _assert_same_run(tmp_path / f"array/runs/s{s}", tmp_path / f"solo/s{s}")
+
+
+
+def test_an_array_that_fails_as_a_whole_names_a_result_json_that_says_why(tmp_path, monkeypatch):
+    """A failure no member caused alone (the fused step raising) fails every member; the error names a file that
+    exists (a member's result.json, not the array folder's, which holds none) and counts the members recording it."""
+    from ablate.train import fused_system
+    from ablate.train.run import RunFailed
+
+    real = fused_system.FusedSystem.training_step
+
+    def broken(self, batch, batch_idx):
+        if self.global_step >= 2:
+            raise RuntimeError("the fused step broke")
+        return real(self, batch, batch_idx)
+
+    monkeypatch.setattr(fused_system.FusedSystem, "training_step", broken)
+    with pytest.raises(RunFailed) as failed:
+        train_array([_cfg(tmp_path / f"runs/s{s}", s) for s in (0, 1, 2)])
+    named = re.search(r"see (\S+?result\.json)", str(failed.value))
+    assert named and Path(named.group(1)).is_file(), failed.value
+    assert "its seed array's 2 other members" in str(failed.value)
+    assert read_json(Path(named.group(1))) == read_result(failed.value.run_dir)
+    for s in (0, 1, 2):
+        result = read_result(tmp_path / f"runs/s{s}")
+        assert result["status"] == "failed" and "RuntimeError: the fused step broke" in result["error"], result
 
 
 def _write_configs(tmp_path: Path, name: str, steps: int) -> list[str]:
