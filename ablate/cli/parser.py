@@ -15,6 +15,7 @@ from ablate.cli.sweep import MAX_WORKERS
 from ablate.entry import Parser, UsageError, add_train_parsers, with_config
 from ablate.evaluate.cli import add_attention_parser, add_evaluate_parser, add_generate_parser
 from ablate.options import Number
+from ablate.sweep.slots import RUNS_PER_GPU
 
 __all__ = ["Parser", "UsageError", "build_parser", "parse"]
 
@@ -33,7 +34,7 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
     sweep.add_argument("--workers", type=Number(1, MAX_WORKERS, integer=True), default=None,
                        help="runs at a time on this machine (default: one per GPU; on a CPU, min(4, cores), each "
                             "with an equal share of the cores)")
-    sweep.add_argument("--runs-per-gpu", default="auto", metavar="K|auto",
+    sweep.add_argument("--runs-per-gpu", default=RUNS_PER_GPU, metavar="K|auto",
                        help="processes sharing each GPU (auto, the default: two, each a seed array filling half its "
                             "memory, when seeds fuse; else as many runs as its free memory holds)")
     sweep.add_argument("--fuse", default="auto", metavar="auto|on|off|N",

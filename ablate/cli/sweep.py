@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.exits import signal_exit
+from ablate.sweep.slots import AUTO, RUNS_PER_GPU
 from ablate.runs.files import CONFIG_FILE, config_path
 from ablate.runs import sweep_folder
 from ablate.runs.plan import plan_path
@@ -59,7 +60,7 @@ MAX_WORKERS = 1024  # processes one machine runs side by side, at most (each hol
 
 def _check(args: argparse.Namespace) -> None:
     """What the options' types (:mod:`ablate.options`) cannot check alone: the words, and options read together."""
-    if args.runs_per_gpu != "auto" and not (args.runs_per_gpu.isdigit() and 1 <= int(args.runs_per_gpu) <= MAX_WORKERS):
+    if args.runs_per_gpu != AUTO and not (args.runs_per_gpu.isdigit() and 1 <= int(args.runs_per_gpu) <= MAX_WORKERS):
         raise ConfigError("--runs-per-gpu", args.runs_per_gpu, f"a positive integer up to {MAX_WORKERS}, or auto",
                           COMMAND_LINE)
     for option in ("gpus_per_run", "cpus_per_run"):
@@ -97,8 +98,9 @@ def _check(args: argparse.Namespace) -> None:
 
 SLURM_OPTIONS = ("partition", "account", "qos", "mem_per_run", "time_limit", "max_jobs", "sbatch")  # --backend slurm's
 # (option, attribute, its default): what a relaunch repeats of the command line
-RELAUNCH_OPTIONS = (("--out", "out", None), ("--workers", "workers", None), ("--runs-per-gpu", "runs_per_gpu", "auto"),
-                    ("--fuse", "fuse", "auto"), ("--max-runs", "max_runs", None), ("--max-seeds", "max_seeds", None),
+RELAUNCH_OPTIONS = (("--out", "out", None), ("--workers", "workers", None),
+                    ("--runs-per-gpu", "runs_per_gpu", RUNS_PER_GPU), ("--fuse", "fuse", "auto"),
+                    ("--max-runs", "max_runs", None), ("--max-seeds", "max_seeds", None),
                     ("--backend", "backend", "local"), ("--address", "address", None),
                     ("--gpus-per-run", "gpus_per_run", None), ("--cpus-per-run", "cpus_per_run", None),
                     *((f"--{o.replace('_', '-')}", o, None) for o in SLURM_OPTIONS))

@@ -31,7 +31,9 @@ from omegaconf import OmegaConf
 
 from ablate.exits import EXIT_LOCKED, signal_exit
 from ablate.runs.files import STOP_FILE, read_history, read_result, write_atomic
+from ablate.runs.metrics import VAL_LOSS
 from ablate.runs.status import Status
+from ablate.stats.design import DEFAULT_GOAL
 from ablate.sweep.arrays import Fusing, seed_arrays
 from ablate.sweep.children import Children
 from ablate.sweep.job import Ended, Job, run_job
@@ -136,7 +138,7 @@ class LocalBackend:
 
 def execute(queue: RunQueue, config_of: Callable[[PlannedRun], str], sweep_dir: Path, *, slots: list[dict[str, str]],
             backend: Backend | None = None, progress: bool = True, evaluate: list[str] | None = None,
-            hyperband: Hyperband | None = None, metric: str = "val/loss", goal: str = "minimize",
+            hyperband: Hyperband | None = None, metric: str = VAL_LOSS, goal: str = DEFAULT_GOAL,
             settled: list[PlannedRun] = (), fusing: Fusing | None = None) -> Outcome:
     """Run what the queue hands out, a job per free slot, until it has nothing more; returns what was done,
     failed, stopped and skipped.

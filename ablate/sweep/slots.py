@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from ablate.train.threads import usable_cores
 
 AUTO = "auto"  # --runs-per-gpu auto: as many runs on a GPU as its free memory holds (seed arrays: ablate.sweep.arrays)
@@ -28,6 +26,8 @@ class Gpu:
 
 def visible_gpus() -> list[Gpu]:
     """The GPUs of this machine with their free memory now."""
+    import torch  # here: the command line reads this module's defaults before anything needs torch
+
     if not torch.cuda.is_available():
         return []
     return [Gpu(i, torch.cuda.mem_get_info(i)[0]) for i in range(torch.cuda.device_count())]
