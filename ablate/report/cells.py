@@ -10,9 +10,10 @@ from ablate.report.table import BLEU, LEAKS, LENGTH, TEST_BLEU, Report, Stat, Va
 from ablate.stats.compare import Comparison
 from ablate.stats.planning import MAX_PLANNED
 from ablate.stats.verdict import UNDECIDED, WORSE, said
+from ablate.runs.metrics import VAL_ACC, VAL_LOSS, VAL_PPL
 
-LABELS = {"val/loss": "val loss", "val/ppl": "val PPL", BLEU: "val BLEU", TEST_BLEU: "test BLEU", "val/acc": "val acc"}
-FORMATS = {"val/loss": ".3f", "val/ppl": ".2f", BLEU: ".2f", TEST_BLEU: ".2f", "val/acc": ".3f"}
+LABELS = {VAL_LOSS: "val loss", VAL_PPL: "val PPL", BLEU: "val BLEU", TEST_BLEU: "test BLEU", VAL_ACC: "val acc"}
+FORMATS = {VAL_LOSS: ".3f", VAL_PPL: ".2f", BLEU: ".2f", TEST_BLEU: ".2f", VAL_ACC: ".3f"}
 NUMBER = ".4g"
 MAX_ERROR = 60  # characters of an error message in the Markdown and terminal tables
 

@@ -18,6 +18,7 @@ from ablate.report.plots import BASE_COLOR, _label, _placeholder, to_svg
 from ablate.report.table import Report
 from ablate.stats.design import Judged
 from ablate.stats.verdict import EQUIVALENT, name
+from ablate.stats.design import MINIMIZE
 
 TITLE = "Δ {metric} against the base, {interval} (colour: verdict)"
 FAR = 4.0  # a row whose farthest end is beyond FAR times the typical row's (and the margin) is cut
@@ -94,7 +95,7 @@ def deltas_svg(report: Report, metric: Judged | None = None) -> str:
     ax.set_ylim(len(rows) - 0.5, -0.5)
     if not drawn:
         _placeholder(ax, "no variant to compare with the base yet")
-    better = "left" if goal == "minimize" else "right"
+    better = "left" if goal == MINIMIZE else "right"
     ax.set(xlabel=f"Δ {key} (better to the {better})" + ("; axis cut, far rows: ▸ with their numbers" if cut else ""),
            title=TITLE.format(metric=key, interval=interval_header(report)))
     ax.grid(axis="x", alpha=0.3)

@@ -27,6 +27,7 @@ from ablate.report.text import (
 )
 from ablate.report.cells import format_value
 from ablate.runs.status import Status
+from ablate.stats.design import MINIMIZE
 
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222;
@@ -132,7 +133,7 @@ def header(report: Report) -> str:
     complete = counts.get(Status.FINISHED, 0) == len(report.runs)
     note = status_note(report) + ("" if complete else " Variants without a finished run show their status "
                                   "instead of numbers; the others average the seeds that finished.")
-    better = "lower" if report.goal == "minimize" else "higher"
+    better = "lower" if report.goal == MINIMIZE else "higher"
     return (f"<h1>{escape(report.name)}</h1>\n"
             f'<p class="meta">Headline metric <code>{escape(report.metric)}</code>, goal: {escape(report.goal)} '
             f"({better} is better)"

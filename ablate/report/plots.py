@@ -14,6 +14,7 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 from ablate.report.table import Report, VariantRow
+from ablate.stats.design import MINIMIZE
 
 BASE_COLOR = "black"
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
@@ -95,7 +96,7 @@ def finals_svg(report: Report) -> str:
         _placeholder(ax, "" if any(v.metrics[report.metric] for v in report.variants) else "no finished runs yet")
     else:
         ax.legend(frameon=False, fontsize=9)
-    better = "lower" if report.goal == "minimize" else "higher"
+    better = "lower" if report.goal == MINIMIZE else "higher"
     ax.set(ylabel=f"{report.metric} ({better} is better)", title=FINALS_TITLE.format(metric=report.metric))
     ax.grid(axis="y", alpha=0.3)
     return to_svg(fig, salt=f"{report.name}-finals")
@@ -139,7 +140,7 @@ def trends_svg(report: Report) -> str:
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=9)
     else:
         _placeholder(ax, "no row compared at any size yet")
-    better = "lower" if report.goal == "minimize" else "higher"
+    better = "lower" if report.goal == MINIMIZE else "higher"
     ax.set(xlabel="parameters of the base row (log scale)", ylabel=f"Δ {report.metric} ({better} is better)",
            title=TRENDS_TITLE.format(metric=report.metric, interval=interval_header(report)))
     ax.grid(alpha=0.3)

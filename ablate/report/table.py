@@ -22,10 +22,11 @@ from ablate.runs.status import SETTLED, Status
 from ablate.stats.factorial import Contrast
 from ablate.stats.compare import Comparison
 from ablate.stats.design import Design, Judged
+from ablate.runs.metrics import TEST_BLEU as METRIC_TEST_BLEU, VAL_BLEU, VAL_LOSS, VAL_PPL
 
-TABLE_METRICS = ("val/loss", "val/ppl")
-BLEU = "val/bleu"
-TEST_BLEU = "test/bleu"  # added to result.json by ``ablate evaluate``
+TABLE_METRICS = (VAL_LOSS, VAL_PPL)
+BLEU = VAL_BLEU
+TEST_BLEU = METRIC_TEST_BLEU  # added to result.json by ``ablate evaluate``
 LENGTH = re.compile(r"^val/loss@(\d+)x$")  # a language model's val loss at a multiple of its training length
 
 

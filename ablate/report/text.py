@@ -15,6 +15,7 @@ from ablate.report.table import LENGTH, Report, VariantRow
 from ablate.runs.status import Status
 from ablate.stats.compare import Comparison
 from ablate.stats.planning import POWER, SD_CONFIDENCE
+from ablate.stats.design import MINIMIZE
 
 
 def display_headers(report: Report) -> list[str]:
@@ -29,7 +30,7 @@ def display_cells(report: Report, row: VariantRow, *, error_limit: int | None = 
 
 def legend(report: Report) -> str:
     """What the numbers mean."""
-    better = "lower" if report.goal == "minimize" else "higher"
+    better = "lower" if report.goal == MINIMIZE else "higher"
     d = report.design
     alpha = f"{d.alpha:.0%}"
     text = (f"Mean ± sample std over the finished seeds of each variant (final value, else best); runs = finished/"

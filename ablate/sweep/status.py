@@ -17,6 +17,7 @@ from typing import Any
 
 from ablate.formats import format_duration
 from ablate.runs.files import PROGRESS_FILE, read_json, read_result, read_run_config
+from ablate.runs.metrics import VAL_LOSS
 from ablate.runs.plan import read_plan_record
 from ablate.runs.status import SETTLED, Status
 from ablate.runs.sweep_folder import slurm_jobs
@@ -59,7 +60,7 @@ def run_states(sweep_dir: Path) -> tuple[Any, list[RunState]]:
     jobs_file = slurm_jobs(sweep_dir)
     jobs = read_json(jobs_file) if jobs_file.is_file() else {}
     job_of = {run_id: info.get("id") for info in jobs.values() for run_id in info.get("runs", [])}
-    metric, out = record.metric.get("name", "val/loss"), []
+    metric, out = record.metric.get("name", VAL_LOSS), []
     for run in record.runs:
         run_dir = sweep_dir / run["run_dir"]
         result = read_result(run_dir) or {}
