@@ -99,12 +99,13 @@ def _write_config(run_dir: Path, config_text: str) -> Path:
     return config_path(run_dir)
 
 
-def record_end(run_dir: Path, code: int, log: Path) -> str:
+def record_end(run_dir: Path, code: int, log: Path, why: str | None = None) -> str:
     """Record in ``result.json`` how a run's process ended when the run could not say so itself (killed, or gone
-    before it started); returns its error (or the exit code)."""
+    before it started); returns its error (or the exit code). ``why``: the reason, when the caller knows it (a
+    cluster's word on its job); else the signal or the log's last line."""
     result = read_result(run_dir) or {}
     if code not in (EXIT_OK, EXIT_LOCKED) and result.get("status") in (None, Status.RUNNING):
-        why = f"{_why(code, log)}; see {log}"
+        why = why or f"{_why(code, log)}; see {log}"
         result.update(status=Status.INTERRUPTED if interrupted(code) else Status.FAILED, error=why)
         write_json(result_path(run_dir), result)
     return result.get("error", f"exit code {code}")

@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED
-from ablate.runs.files import read_json, read_result, result_path, write_json
+from ablate.runs.files import read_json, read_result, write_json
 from ablate.runs.status import SETTLED, Status
 from ablate.runs.sweep_folder import slurm_dir, slurm_jobs
 from ablate.runtime import LEAVE_SIGNALS
@@ -170,14 +170,6 @@ class _Queue:
             return None
 
 
-def _interrupted(run_dir: Path, why: str) -> Ended:
-    """Record a run whose job was cancelled before it could say so itself as interrupted (a relaunch resumes it)."""
-    result = read_result(run_dir) or {}
-    if result.get("status") in (None, Status.RUNNING):
-        write_json(result_path(run_dir), {**result, "status": Status.INTERRUPTED, "error": why})
-    return EXIT_TERMINATED, result.get("error") or why
-
-
 class SlurmBackend:
     """Runs each job as a Slurm job (:class:`ablate.sweep.runner.Backend`); :func:`ablate.sweep.launch.launch` uses
     its ``slots``, and :meth:`open` binds it to the sweep's folder."""
@@ -249,20 +241,24 @@ class SlurmBackend:
             if known.get("id") and self._queue.state(known["id"]) not in (None, "?"):
                 attached[job.key] = known["id"]
         new = [job for job, _ in jobs if job.key not in attached]
-        ids = dict(attached)
         if new:
-            ids.update(zip((j.key for j in new), self._sbatch(new)))
-            with self._record_lock:
-                record = self._record()
-                for job in new:
-                    was = record.get(job.key) or {}
-                    record[job.key] = {"id": ids[job.key], "runs": [r.id for r in job.runs],
-                                       "submitted": was.get("submitted", 0) + 1}
-                write_json(jobs_path(self.sweep_dir), record)
+            self._sbatch(new)
         return [self._waiter(job) for job, _ in jobs]
 
-    def _sbatch(self, jobs: list[Job]) -> list[str]:
-        """Submit ``jobs`` (one job array when several); their Slurm job ids."""
+    def _sbatch(self, jobs: list[Job]) -> None:
+        """Submit ``jobs`` (one job array when several) and record their Slurm job ids, each job's count of
+        submissions one more."""
+        ids = self._submitted(jobs)
+        with self._record_lock:
+            record = self._record()
+            for job, job_id in zip(jobs, ids):
+                was = record.get(job.key) or {}
+                record[job.key] = {"id": job_id, "runs": [r.id for r in job.runs],
+                                   "submitted": was.get("submitted", 0) + 1}
+            write_json(jobs_path(self.sweep_dir), record)
+
+    def _submitted(self, jobs: list[Job]) -> list[str]:
+        """Submit ``jobs`` through submitit; their Slurm job ids."""
         threads = str(self.settings.cpus_per_run)
         env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, LEAVE_SIGNALS: TIME_LIMIT_SIGNAL}
         calls = [NodeJob(job.to_json(), str(self.sweep_dir), os.getcwd(), env) for job in jobs]
@@ -293,7 +289,7 @@ class SlurmBackend:
                 ended = self._ended(job, job_id, state)
                 if ended is not None:
                     return ended
-                self._resubmit(job)
+                self._sbatch([job])  # it ended without a word (its node died): again, under a new id
         return wait
 
     def _ended(self, job: Job, job_id: str, state: str | None) -> list[Ended] | None:
@@ -308,8 +304,9 @@ class SlurmBackend:
         submitted = (self._record().get(job.key) or {}).get("submitted", 1)
         log = slurm_dir(self.sweep_dir) / str(job_id)
         if state is not None and state.startswith("CANCELLED"):
+            why = f"Slurm job {job_id} was cancelled ({state}); see {log}"
             return [(0, "") if s in (Status.FINISHED, Status.STOPPED) else
-                    _interrupted(self.sweep_dir / r.run_dir, f"Slurm job {job_id} was cancelled ({state}); see {log}")
+                    (EXIT_TERMINATED, record_end(self.sweep_dir / r.run_dir, EXIT_TERMINATED, log, why))
                     for r, s in zip(job.runs, statuses)]
         if (state in (*DIED, None) and submitted <= RESUBMITS
                 and not all(s in (*SETTLED, Status.INTERRUPTED) for s in statuses)):
@@ -318,15 +315,6 @@ class SlurmBackend:
         return [(0, "") if s in (Status.FINISHED, Status.STOPPED) else
                 (EXIT_FAILED, record_end(self.sweep_dir / r.run_dir, EXIT_FAILED, errors[-1] if errors else log))
                 for r, s in zip(job.runs, statuses)]
-
-    def _resubmit(self, job: Job) -> None:
-        """Submit a job again that ended without a word (its node died) and record its new id."""
-        (job_id,) = self._sbatch([job])
-        with self._record_lock:
-            record = self._record()
-            was = record.get(job.key) or {}
-            record[job.key] = {**was, "id": job_id, "submitted": was.get("submitted", 1) + 1}
-            write_json(jobs_path(self.sweep_dir), record)
 
     def stop(self, signum: int) -> None:
         """The launcher stops waiting; the Slurm jobs go on, and a relaunch waits for them again."""
