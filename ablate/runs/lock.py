@@ -20,6 +20,24 @@ class RunLocked(RuntimeError):
     """Another process is training this run directory right now."""
 
 
+LOCK_FILE = ".lock"
+
+
+def held(run_dir: Path) -> bool:
+    """Whether a process holds the run's lock now (it trains: ``ablate status``'s question, asked without taking it
+    for longer than the asking)."""
+    path = Path(run_dir) / LOCK_FILE
+    if not path.is_file():
+        return False
+    with open(path) as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return False
+
+
 @contextmanager
 def run_lock(run_dir: Path) -> Iterator[None]:
     """Hold ``<run_dir>/.lock`` for the duration of the block; a block refused with a ConfigError leaves no lock
@@ -28,7 +46,7 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     Raises:
         RunLocked: another process holds it.
     """
-    path = Path(run_dir) / ".lock"
+    path = Path(run_dir) / LOCK_FILE
     created = not path.exists()
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:

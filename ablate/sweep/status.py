@@ -9,7 +9,6 @@ the runs that ended. Nothing is written, so it is safe beside a running launcher
 
 from __future__ import annotations
 
-import fcntl
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 from ablate.formats import format_duration
 from ablate.runs.files import PROGRESS_FILE, read_json, read_result, read_run_config
+from ablate.runs.lock import held
 from ablate.runs.metrics import VAL_LOSS
 from ablate.runs.plan import read_plan_record
 from ablate.runs.status import SETTLED, Status
@@ -40,20 +40,6 @@ class RunState:
     seconds: float | None  # wall time, once it ended
 
 
-def _locked(run_dir: Path) -> bool:
-    """Whether a process holds the run's lock now (it trains)."""
-    path = run_dir / ".lock"
-    if not path.is_file():
-        return False
-    with open(path) as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(f, fcntl.LOCK_UN)
-        return False
-
-
 def run_states(sweep_dir: Path) -> tuple[Any, list[RunState]]:
     """The sweep's plan record and each planned run's state, in plan order."""
     record = read_plan_record(sweep_dir)
@@ -65,7 +51,7 @@ def run_states(sweep_dir: Path) -> tuple[Any, list[RunState]]:
         run_dir = sweep_dir / run["run_dir"]
         result = read_result(run_dir) or {}
         state = result.get("status") or Status.PENDING
-        if state == Status.RUNNING and not _locked(run_dir):
+        if state == Status.RUNNING and not held(run_dir):
             state = LOST
         progress = read_json(run_dir / PROGRESS_FILE) if (run_dir / PROGRESS_FILE).is_file() else {}
         history = progress.get("history", {}).get(metric, [])
