@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator, Protocol
 from omegaconf import OmegaConf
 
 from ablate.exits import EXIT_LOCKED, signal_exit
-from ablate.runs.files import STOP_FILE, read_history, read_result, write_atomic
+from ablate.runs.files import read_history, read_result
 from ablate.runs.metrics import VAL_LOSS
 from ablate.runs.status import Status
 from ablate.stats.design import DEFAULT_GOAL
@@ -41,6 +41,7 @@ from ablate.sweep.hyperband import Hyperband
 from ablate.sweep.plan import PlannedRun
 from ablate.sweep.progress import look_line, progress_bar
 from ablate.sweep.queue import RunQueue
+from ablate.train.life import StopFile
 
 
 @dataclass
@@ -251,6 +252,4 @@ def _stop_runs(rule: Hyperband, sweep_dir: Path, runs: list[PlannedRun], running
                goal: str) -> None:
     histories = {r.id: read_history(sweep_dir / r.run_dir, metric) for r in runs}
     for run_id, reason in rule.to_stop(histories, [r.id for r in running], goal).items():
-        stop = sweep_dir / next(r.run_dir for r in running if r.id == run_id) / STOP_FILE
-        if not stop.exists():
-            write_atomic(stop, reason + "\n")
+        StopFile(sweep_dir / next(r.run_dir for r in running if r.id == run_id)).request(reason)

@@ -22,12 +22,13 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ablate.errors import COMMAND_LINE, ConfigError, check_name
-from ablate.runs.files import config_path
+from ablate.runs.files import write_atomic
 from ablate.runs.owner import check_folder, claim, sweep_identity
 from ablate.runs.plan import plan_path
 from ablate.runs.sweep_folder import default_sweep_dir, sweep_file as sweep_file_of
@@ -125,7 +126,13 @@ def _not_the_agents_run() -> Iterator[None]:
 
 
 def agent_trial(params: dict[str, Any]) -> list[Path]:
-    """Train the point a W&B agent was handed, once per seed; the first seed under the agent's run id.
+    """Train the point a W&B agent was handed, once per seed (the first seed under the agent's run id), each seed a
+    job as the local pool starts it (:func:`ablate.sweep.job.run_job`: ``ablate train`` in a child process, then the
+    sweep's ``evaluate:``), so that what an agent's run records is what the local pool's records.
+
+    W&B's controller stops a point (its ``early_terminate``) by raising in the agent's thread: the run is then asked
+    to stop as the local pool's hyperband asks it (its STOP file, with W&B's word as the reason), its step is saved
+    and it is recorded *stopped*; the point's other seeds are not trained.
 
     Args:
         params: the point's run config (``{name: value}``), as the agent wrote it for ``wandb.init``.
@@ -135,10 +142,11 @@ def agent_trial(params: dict[str, Any]) -> list[Path]:
     """
     from omegaconf import OmegaConf
 
-    from ablate.runs.files import read_result, write_atomic
+    from ablate.runs.files import read_result
     from ablate.runs.wandb import record_scores
+    from ablate.sweep.children import Children
+    from ablate.sweep.job import Job, run_job
     from ablate.sweep.plan import Planner, run_config
-    from ablate.train.run import RunFailed, train
 
     sweep_dir, extra = sweep_folder(params), _extra(params)
     sweep_file = sweep_file_of(sweep_dir)
@@ -148,29 +156,63 @@ def agent_trial(params: dict[str, Any]) -> list[Path]:
     step = step_of(params, sweep)
     runs = Planner(sweep, extra).plan([sweep.point(row, sampled, seed, step) for seed in sweep.seeds])
     add_to_plan(sweep, sweep_dir, runs)
+    evaluate = sweep.evaluate_options()
+    configs = [run_config(sweep, run.overrides, sweep_dir / run.run_dir, extra, [*run.labels, "logger=wandb"])
+               for run in runs]
     dirs, values = [], []
-    for i, run in enumerate(runs):
+    for i, (run, cfg) in enumerate(zip(runs, configs)):
         run_dir = sweep_dir / run.run_dir
-        cfg = run_config(sweep, run.overrides, run_dir, extra, [*run.labels, "logger=wandb"])
-        write_atomic(config_path(run_dir), OmegaConf.to_yaml(cfg))
-        try:
-            with _not_the_agents_run() if i else _unchanged():
-                train(cfg)
-        except RunFailed:
-            pass  # result.json says why; the next seed still trains
+        job = Job((run,), (OmegaConf.to_yaml(cfg),), None if evaluate is None else tuple(evaluate))
+        children = Children()
+        with _not_the_agents_run() if i else _unchanged():  # the agent's environment: its GPU, its run id
+            stopped = _answering_w_and_b(lambda: run_job(job, sweep_dir, env={}, children=children, fresh=True),
+                                         run_dir)
         result = read_result(run_dir) or {}
         value = (result.get("final") or {}).get(sweep.metric["name"])
         if result.get("status") == Status.FINISHED and isinstance(value, (int, float)):
             values.append(float(value))
         dirs.append(run_dir)
-        if i == 0 and result.get("status") == Status.INTERRUPTED:
-            break  # W&B's controller stopped the point (hyperband): its other seeds are not wanted
+        if stopped:
+            break  # W&B's controller stopped the point: its other seeds are not wanted
     if len(runs) > 1 and values:  # the point's score: the mean over the seeds that finished
-        first = run_config(sweep, runs[0].overrides, sweep_dir / runs[0].run_dir, extra,
-                           [*runs[0].labels, "logger=wandb"])
-        record_scores(first, sweep_dir / runs[0].run_dir,
+        record_scores(configs[0], sweep_dir / runs[0].run_dir,
                       {sweep.metric["name"]: statistics.fmean(values), "seeds_finished": len(values)})
     return dirs
+
+
+STOPPED_BY_W_AND_B = "stopped by W&B's sweep controller (early_terminate)"
+ANSWER_EVERY = 0.5  # seconds: how soon the agent's thread takes W&B's stop (it cannot while it blocks in C)
+
+
+def _answering_w_and_b(train: Callable[[], Any], run_dir: Path) -> bool:
+    """Run ``train`` (a job) in a thread of its own while this one, the agent's, waits for it in Python, where W&B's
+    agent can raise its stop (``PyThreadState_SetAsyncExc``: an ``Exception`` in the thread running the point). The
+    stop becomes the run's STOP request; the job then ends as a stopped run ends, recorded by its own thread, which the
+    raise never reaches. Returns whether W&B stopped it; what ``train`` raised is raised here."""
+    from ablate.train.life import StopFile
+
+    failed: list[BaseException] = []
+    done = threading.Event()  # not Thread.join: a raise inside join marks a live thread stopped (CPython's bpo-45274)
+
+    def job() -> None:
+        try:
+            train()
+        except BaseException as exc:  # noqa: BLE001  (raised again in the agent's thread)
+            failed.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=job, name="ablate-point", daemon=True).start()
+    stopped = False
+    while not done.is_set():
+        try:
+            done.wait(ANSWER_EVERY)
+        except Exception:  # W&B's agent stopping the point (it raises the class Exception itself)
+            stopped = True
+            StopFile(run_dir).request(STOPPED_BY_W_AND_B)
+    if failed:
+        raise failed[0]
+    return stopped
 
 
 def sweep_folder(params: dict[str, Any], *, write: bool = True) -> Path:

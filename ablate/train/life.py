@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Mapping
 
-from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_json, write_json
+from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_json, write_atomic, write_json
 
 # the reason a stop request gives when its STOP file is empty
 STOPPED_BY_A_REQUEST = "stopped by a request"
@@ -30,6 +30,12 @@ class StopFile:
         if not self.path.is_file():
             return None
         return self.path.read_text().strip() or STOPPED_BY_A_REQUEST
+
+    def request(self, reason: str) -> None:
+        """Ask the run to stop, giving ``reason`` (a request already there stands: its reason is the one kept)."""
+        if not self.path.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.path, reason + "\n")
 
 
 class ProgressFile:

@@ -11,6 +11,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 import textwrap
 from pathlib import Path
 
@@ -229,3 +231,53 @@ def test_an_agent_trains_the_same_runs_as_the_local_pool(tmp_path):
     finals = [json.loads((agent / "sweeps" / "agents" / e["run_dir"] / "result.json").read_text())["final"]["val/loss"]
               for e in plan]
     assert first.summary["val/loss"] == pytest.approx(sum(finals) / 2)  # the point's score: the mean of its seeds
+
+
+def test_w_and_b_stopping_a_point_stops_its_run_as_hyperband_does(tmp_path, monkeypatch):
+    """W&B's agent stops a point by raising ``Exception`` in the thread that runs it (``_terminate_thread``, called
+    here as the agent calls it): the run is asked to stop through its STOP file, saves its step, is recorded
+    *stopped* with W&B's word, and the point's second seed does not train."""
+    from wandb.agents.pyagent import _terminate_thread
+
+    from ablate.sweep.wandb_backend import STOPPED_BY_W_AND_B
+
+    long = json.dumps(TINY[1:] + ["train.max_steps=100000", "train.val_every=2", "trainer.enable_progress_bar=false"])
+    text = textwrap.dedent(SWEEP_TEXT).replace(json.dumps(QUICK), long)
+    sweep = load_sweep(_write(tmp_path / "s.yaml", text))
+    point = {ROW: "base", "model.dropout": 0.0, SWEEP: to_wandb(sweep)["parameters"][SWEEP]["value"], EXTRA: "[]"}
+    monkeypatch.chdir(tmp_path)
+    params = tmp_path / "wandb" / "sweep-fake" / "config-agentrun1.yaml"  # where wandb's agent writes it
+    params.parent.mkdir(parents=True)
+    params.write_text(yaml.safe_dump({k: {"value": v} for k, v in point.items()}))
+    agent = {"WANDB_MODE": "offline", "WANDB_RUN_ID": "agentrun1", "WANDB_SWEEP_ID": "fake",
+             "WANDB_SWEEP_PARAM_PATH": str(params)}
+    for key in [k for k in os.environ if k.startswith("WANDB_") or k == "NETRC"]:
+        monkeypatch.delenv(key)
+    for key, value in {"HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1", **agent}.items():
+        monkeypatch.setenv(key, value)
+    first, second = Planner(sweep, []).plan([sweep.point({"name": "base"}, {"model.dropout": 0.0}, seed)
+                                             for seed in sweep.seeds])
+    dirs: list[Path] = []
+    trial = threading.Thread(target=lambda: dirs.extend(agent_trial(point)))
+    trial.start()
+    progress = tmp_path / "sweeps" / "agents" / first.run_dir / "progress.json"
+    deadline = time.monotonic() + 300
+    while not progress.is_file() and trial.is_alive():  # the run has validated: it is training
+        assert time.monotonic() < deadline, "the point's first run never validated"
+        trial.join(0.1)
+    _terminate_thread(trial)
+    trial.join(300)
+    assert not trial.is_alive()
+    result = json.loads((tmp_path / "sweeps" / "agents" / first.run_dir / "result.json").read_text())
+    assert (result["status"], result["stopped_because"]) == ("stopped", STOPPED_BY_W_AND_B)
+    assert 2 <= result["step"] < 100000 and (tmp_path / "sweeps" / "agents" / first.run_dir / "checkpoints" /
+                                             "last.ckpt").is_file()
+    assert [d.resolve() for d in dirs] == [tmp_path / "sweeps" / "agents" / first.run_dir]
+    assert not (tmp_path / "sweeps" / "agents" / second.run_dir / "result.json").exists()
+    log = next(iter(_offline(tmp_path / "sweeps").values()))
+    assert log.run.run_id == "agentrun1"  # it trained as the agent's own run, in its own process
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
