@@ -1,21 +1,23 @@
 """Fault injection: kill a sweep anywhere, damage its files, run two at once, and check that the relaunch gives the
 uninterrupted answer or a clear one-line refusal.
 
-Kinds of fault (each a tiny two-variant, two-seed sweep; d_model 32, a few steps):
+Kinds of fault, each on every kind of sweep (a tiny two-variant, two-seed sweep; d_model 32, a few steps): its runs
+alone (``solo``), or each variant's seeds as one seed array (``fused``, the GPU's default), with a fixed design or
+a sequential one (``sequential``, ``sequential-fused``). A kind is ``<fault>-<sweep>``:
 
-- ``kill-solo``, ``kill-fused``, ``kill-sequential``: SIGKILL to the sweep's whole process group once a run has
-  logged a randomly chosen validation step (an event, read from its ``progress.json``), then the same command;
-- ``term-fused``: SIGTERM to the sweep process alone at such a point (a scheduler's preemption): exit 143, then the
+- ``kill``: SIGKILL to the sweep's whole process group once a run has logged a randomly chosen validation step (an
+  event, read from its ``progress.json``), then the same command;
+- ``term``: SIGTERM to the sweep process alone at such a point (a scheduler's preemption): exit 143, then the
   relaunch command the sweep printed;
-- ``damaged-result``, ``damaged-plan``, ``damaged-array-ckpt``: a killed sweep whose ``result.json``, ``plan.json``
-  or array checkpoint is then cut short, then the same command;
+- ``damaged-result``, ``damaged-plan``, ``damaged-array-ckpt`` (fused sweeps): a killed sweep whose ``result.json``,
+  ``plan.json`` or array checkpoint is then cut short, then the same command;
 - ``two-launchers``: two launches of one sweep at once.
 
 A trial survives when the relaunch exits 0 and every run's status, step, final and best values, validation history
 and logged rows equal the uninterrupted sweep's, or when it is refused with exit 2 and one line on stderr. The
 random points come from ``--seed``; the uninterrupted sweeps are run once per kind of sweep.
 
-    python benchmarks/faults.py [--trials 1] [--seed 0] [--kinds kill-solo,kill-fused,...]
+    python benchmarks/faults.py [--trials 1] [--seed 0] [--kinds kill-solo,term-fused,...]
 """
 
 from __future__ import annotations
@@ -43,14 +45,17 @@ BASE = ["model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_layers=
         "data.task_args={n_train: 256, n_val: 32}", f"train.max_steps={STEPS}", f"train.val_every={EVERY}",
         "train.log_every=3", "trainer.enable_progress_bar=false", "logger=none", "trainer.threads=1"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-SWEEPS = {"solo": ["--fuse", "off"], "fused": ["--fuse", "on"], "sequential": ["--fuse", "off"]}
-KINDS = {"kill-solo": "solo", "kill-fused": "fused", "kill-sequential": "sequential", "term-fused": "fused",
-         "damaged-result": "solo", "damaged-plan": "solo", "damaged-array-ckpt": "fused", "two-launchers": "fused"}
+SWEEPS = {"solo": ["--fuse", "off"], "fused": ["--fuse", "on"], "sequential": ["--fuse", "off"],
+          "sequential-fused": ["--fuse", "on"]}
+FAULTS = ("kill", "term", "damaged-result", "damaged-plan", "damaged-array-ckpt", "two-launchers")
+# every fault on every kind of sweep; an array checkpoint only where seeds train as arrays
+KINDS = {f"{fault}-{sweep}": sweep for fault in FAULTS for sweep in SWEEPS
+         if fault != "damaged-array-ckpt" or "fused" in sweep}
 
 
 def sweep_file(folder: Path, kind: str) -> Path:
     """The sweep of ``kind``: two variants, two seeds (a sequential design: up to three, a margin none decides)."""
-    decide = "decide: {max_seeds: 3, margin: 0.000001}\n" if kind == "sequential" else ""
+    decide = "decide: {max_seeds: 3, margin: 0.000001}\n" if kind.startswith("sequential") else ""
     path = folder / f"{kind}.yaml"
     path.write_text(textwrap.dedent(f"""\
         name: {kind}
@@ -130,18 +135,19 @@ def verdict(out: subprocess.CompletedProcess, sweep_dir: Path, expected: dict) -
 
 def trial(kind: str, work: Path, sweeps: dict, expected: dict, rng: random.Random, k: int) -> tuple[bool, str]:
     sweep = KINDS[kind]
+    fault = kind[: -len(sweep) - 1]
     path, options = sweeps[sweep], SWEEPS[sweep]
     out = ["--out", f"{kind}-{k}"]
     sweep_dir = work / f"{kind}-{k}"
     step = rng.choice(range(EVERY, STEPS, EVERY))
-    if kind == "two-launchers":
+    if fault == "two-launchers":
         procs = [ablate(["sweep", str(path), *options, *out], work, background=True) for _ in range(2)]
         codes = [p.wait() for p in procs]
         if codes != [0, 0]:
             return False, f"exits {codes}"
         return verdict(subprocess.CompletedProcess([], 0, "", ""), sweep_dir, expected[sweep])
     proc = ablate(["sweep", str(path), *options, "--workers", "1", *out], work, background=True)
-    if kind == "term-fused":
+    if fault == "term":
         err = stop_at(proc, sweep_dir, step, signal.SIGTERM, group=False)
         last = err.strip().splitlines()[-1] if err.strip() else ""
         if proc.returncode != 128 + signal.SIGTERM or "with: " not in last:
@@ -149,14 +155,14 @@ def trial(kind: str, work: Path, sweeps: dict, expected: dict, rng: random.Rando
         words = shlex.split(last.split("with: ", 1)[1])
         return verdict(ablate(words[1:], work), sweep_dir, expected[sweep])
     stop_at(proc, sweep_dir, step, signal.SIGKILL, group=True)
-    if kind == "damaged-result":
+    if fault == "damaged-result":
         results = sorted(sweep_dir.glob("runs/*/result.json"))
         victim = rng.choice(results)
         victim.write_bytes(victim.read_bytes()[: rng.randrange(1, max(2, victim.stat().st_size))])
-    elif kind == "damaged-plan":
+    elif fault == "damaged-plan":
         plan = sweep_dir / "plan.json"
         plan.write_bytes(plan.read_bytes()[: rng.randrange(1, plan.stat().st_size)])
-    elif kind == "damaged-array-ckpt":
+    elif fault == "damaged-array-ckpt":
         ckpts = sorted(sweep_dir.glob("arrays/*/last.ckpt"))
         if ckpts:
             victim = rng.choice(ckpts)
