@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ablate.stats.verdict import (BETTER, CANNOT_TEST, EQUIVALENT, NAMES, NOT_BETTER, NOT_WORSE, TOO_FEW, UNDECIDED,
-                                  WORSE)
+from ablate.stats.verdict import (BETTER, CANNOT_TEST, EQUIVALENT, NAMES, NOT_BETTER, NOT_COMPARABLE, NOT_WORSE,
+                                  TOO_FEW, UNDECIDED, WORSE)
 
 BASE = "base"
-NOT_COMPARABLE = "not comparable"  # a row whose mask leaks labels (table.LEAKS starts with it)
 
 
 class Colour(NamedTuple):

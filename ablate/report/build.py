@@ -13,14 +13,14 @@ from datetime import datetime
 from pathlib import Path
 
 from ablate.report.collect import Plan, read_plan, read_runs
-from ablate.report.table import (LEAKS, Effect, Report, Trend, VariantRow, going, group_by_variant, metric_keys,
+from ablate.report.table import (Effect, Report, Trend, VariantRow, going, group_by_variant, metric_keys,
                                  variant_row)
 from ablate.runs.outcome import common_step, outcomes
 from ablate.runs.status import SETTLED, Status
 from ablate.stats import verdict as V
 from ablate.stats.compare import Comparison
 from ablate.stats.design import Design, Judged
-from ablate.stats.factorial import LADDER, SIMPLE, TREND, Contrast, Factorial, factors_of, judge, trend_verdict
+from ablate.stats.factorial import LADDER, SIMPLE, TREND, Contrast, Factorial, factors_of, judge
 
 
 def factorial(plan: Plan, rows: list[VariantRow]) -> Factorial:
@@ -46,8 +46,9 @@ def with_comparisons(rows: list[VariantRow], judged: tuple[Judged, ...], design:
     for row in rows:
         mine = {name: c for name, cs in found.items() if row.name in simple and (c := cs.get(simple[row.name]))}
         if row.leaks_labels:
-            mine = {name: replace(c, verdict=LEAKS, interval=None, p=None, level=None, decided_at=None, better=None,
-                                  detectable=None, seeds_for_margin=None) for name, c in mine.items()}
+            mine = {name: replace(c, verdict=V.leaking(c.verdict, row.leaks_labels), interval=None, p=None, level=None,
+                                  decided_at=None, better=None, detectable=None, seeds_for_margin=None)
+                    for name, c in mine.items()}
         c = mine.pop(headline, None)
         delta = 0.0 if row.is_base and row.metrics[headline] is not None else (c.diff if c else None)
         out.append(replace(row, comparison=c, judged=mine, delta=delta))
@@ -60,8 +61,9 @@ def with_comparisons(rows: list[VariantRow], judged: tuple[Judged, ...], design:
         verdicts = [r.comparison.verdict if r is not None and r.comparison else None for _, _, r in steps]
         deltas = [r.delta for _, _, r in steps if r is not None and r.delta is not None]
         mean = sum(deltas) / len(deltas) if deltas else None
-        trends.append(Trend(c.row, steps, found[headline].get(c), trend_verdict(found[headline].get(c), verdicts,
-                                                                                 mean)))
+        slope = found[headline].get(c)
+        trends.append(Trend(c.row, steps, slope, V.trend(slope and slope.interval, slope and slope.diff, verdicts,
+                                                         mean)))
     return out, design, effects, tuple(trends)
 
 
@@ -102,7 +104,7 @@ def judge_runs(contrast: Contrast, rows: dict[str, VariantRow], ended: dict[str,
     step = common_step(runs)
     if step is None:
         untested = judge(contrast, {v: {} for v in contrast.cells}, design, goal, interim=interim)
-        return replace(untested, verdict=V.name(V.CANNOT_TEST),
+        return replace(untested, verdict=V.no_common_step(),
                        reason=f"{counted} and its runs share no logged step to compare them at")
     c = judge(contrast, {v: outcomes(rows[v].runs, metric, step) for v in contrast.cells}, design, goal,
               interim=interim)

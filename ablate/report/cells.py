@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from ablate.report import bounds
-from ablate.report.table import BLEU, LEAKS, LENGTH, TEST_BLEU, Report, Stat, VariantRow
+from ablate.report.table import BLEU, LENGTH, TEST_BLEU, Report, Stat, VariantRow
 from ablate.stats.compare import Comparison
 from ablate.stats.planning import MAX_PLANNED
-from ablate.stats.verdict import UNDECIDED, WORSE, said
+from ablate.stats.verdict import UNDECIDED, WORSE, leaking, said
 from ablate.runs.metrics import VAL_ACC, VAL_LOSS, VAL_PPL
 
 LABELS = {VAL_LOSS: "val loss", VAL_PPL: "val PPL", BLEU: "val BLEU", TEST_BLEU: "test BLEU", VAL_ACC: "val acc"}
@@ -83,7 +83,7 @@ def verdict_text(report: Report, row: VariantRow, spec: str = ".3g", c: Comparis
     comparison on a judged metric besides the headline (default: the headline's)."""
     c = row.comparison if c is None else c
     if row.leaks_labels:
-        return LEAKS
+        return leaking(c.verdict, row.leaks_labels)
     text = c.verdict
     if c.on_failures:
         text += " (fails more often)" if said(c.verdict, WORSE) else " (fails less often)"

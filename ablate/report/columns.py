@@ -19,10 +19,10 @@ from ablate.report.badges import BASE  # the base row's verdict and Δ
 from ablate.report.cells import (FORMATS, MAX_ERROR, NUMBER, format_count, format_value,
                                  interval_header, label, metric_cell, one_line, pairs_text, seeds_range, short_labels,
                                  verdict_text)
-from ablate.report.table import LEAKS, Report, Stat, VariantRow
+from ablate.report.table import Report, Stat, VariantRow
 from ablate.stats.compare import Comparison
 from ablate.stats.design import Judged
-from ablate.stats.verdict import DECIDED, said
+from ablate.stats.verdict import DECIDED, leaking, said
 
 
 @dataclass(frozen=True)
@@ -194,14 +194,14 @@ def _judged(report: Report, metric: str, prefix: str = "", at: float = 0.0, view
         c = of(row)
         if c is None:
             return [BASE if row.is_base else None]
-        return [LEAKS if row.leaks_labels else c.statement]
+        return [leaking(c.statement, row.leaks_labels)]
 
     def verdict_cell(row: VariantRow) -> str:
         c = of(row)
         if row.is_base:
             return BASE
         if c is None:
-            return LEAKS if row.leaks_labels else "—"
+            return leaking("—", row.leaks_labels)
         return verdict_text(report, row, c=c)
 
     name = f"{label(metric)} " if prefix else ""  # another metric's titles say which: "test BLEU verdict"

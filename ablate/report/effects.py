@@ -14,7 +14,7 @@ from ablate.report.table import Effect, Report, Trend
 from ablate.report.cells import FORMATS, NUMBER, format_count, label, pairs_text
 from ablate.runs.status import Status
 from ablate.stats.compare import Comparison
-from ablate.stats.verdict import EQUIVALENT, SIGNED, UNDECIDED, said
+from ablate.stats.verdict import EQUIVALENT, SIGNED, UNDECIDED, interaction, said
 
 
 def interval_cell(c: Comparison | None, spec: str) -> str:
@@ -37,12 +37,9 @@ def verdict_cell(effect: Effect, spec: str) -> str:
     c = effect.comparison
     if c is None:
         return Status.PENDING  # until every cell has an ended run
-    if effect.contrast.kind == INTERACTION:
-        if said(c.verdict, *SIGNED):
-            return "interaction: the effect depends on the other factor"
-        if said(c.verdict, EQUIVALENT):
-            small = f"; a small one: {c.detail}" if c.detail else ""
-            return f"no interaction beyond ±{c.margin:{spec}}{small}"
+    if effect.contrast.kind == INTERACTION and \
+            (said_of := interaction(c.verdict, "" if c.margin is None else f"{c.margin:{spec}}", c.detail)):
+        return said_of
     text = c.statement
     if said(c.verdict, UNDECIDED) and c.resolved is not None:
         text += f" (|Δ| < {bounds.at_least(c.resolved, spec, bounds.lines(c.margin))})"

@@ -237,5 +237,3 @@ def going(row: VariantRow) -> bool:
     """Some run of the row has not ended yet (its numbers are interim)."""
     return any(run.status not in SETTLED for run in row.runs)
 
-
-LEAKS = "not comparable: its mask leaks labels"

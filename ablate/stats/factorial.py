@@ -32,7 +32,6 @@ from typing import Any, Mapping, Sequence
 
 from ablate.stats.compare import Comparison, compare
 from ablate.stats.design import Design as StatsDesign
-from ablate.stats import verdict as V
 
 ROW, LADDER = "row", "ladder"
 SIMPLE, MAIN, WITHIN, INTERACTION, TREND = "simple", "main effect", "simple effect", "interaction", "trend"
@@ -269,25 +268,3 @@ def judge(contrast: Contrast, ended: Mapping[str, Mapping[int, float]], design: 
     x, y = sides(contrast, ended)
     design = replace(design, margin=None) if contrast.kind == TREND else design
     return compare(x, y, design, goal, interim=interim, reference=dict(ended.get(contrast.reference, {})))
-
-
-GROWS, SHRINKS, FLIPS, UNDECIDED = "grows", "shrinks", "flips sign", V.name(V.UNDECIDED)
-
-
-def trend_verdict(slope: Comparison | None, steps: Sequence[str | None], mean_delta: float | None) -> str:
-    """What a row does across the ladder, from its verdicts at each step and the interval of its slope.
-
-    - *flips sign*: it is better at one size and worse at another (both decided);
-    - *grows* / *shrinks*: the slope's interval excludes 0 and |Δ| increases / decreases with size (the slope has
-      the sign of ``mean_delta``, the row's Δ averaged over the steps / the opposite sign);
-    - *consistent: V at every size*: the same decided verdict V (better, worse, equivalent) at every step, with no
-      slope found;
-    - *undecided* otherwise.
-    """
-    if {V.name(code) for code in V.SIGNED} <= set(steps):
-        return FLIPS
-    if slope is not None and slope.interval is not None and slope.interval[0] * slope.interval[1] > 0:
-        return GROWS if mean_delta is not None and (slope.diff > 0) == (mean_delta > 0) else SHRINKS
-    if steps and V.said(steps[0], *V.DECIDED) and len(set(steps)) == 1:
-        return f"consistent: {steps[0]} at every size"
-    return UNDECIDED

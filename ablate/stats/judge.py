@@ -75,13 +75,13 @@ def _margins(margin: Margin | None, base: np.ndarray) -> np.ndarray:
 def _verdicts(j: Judgement, goal: str, failure_level: np.ndarray) -> np.ndarray:
     """Verdicts from the intervals through the failure guard, then the failure counts' own test at its level."""
     codes = V.guard(j.lo, j.hi, goal, j.margin, j.row_failed, j.runs, j.base_failed, j.base_runs)
-    codes = np.where(np.isnan(j.lo), np.where(np.minimum(j.n, j.m) < 2, V.TOO_FEW, V.CANNOT_TEST), codes)
+    codes = V.untested(codes, j.lo, j.n, j.m)
     differ = j.row_failed * j.base_runs != j.base_failed * j.runs
     j.failure_p = np.array([fisher_p(*map(int, t)) if d else np.nan for t, d in
                             zip(zip(j.row_failed, j.runs, j.base_failed, j.base_runs), differ)])
     j.on_failures = differ & (j.failure_p <= failure_level)
     row_more = j.row_failed * j.base_runs > j.base_failed * j.runs
-    return np.where(j.on_failures, np.where(row_more, V.WORSE, V.BETTER), codes)  # failing is worse, whatever the goal
+    return V.on_failures(codes, j.on_failures, row_more)
 
 
 RESOLUTION = 1e-12  # a spread below this fraction of the values' size is rounding, not spread

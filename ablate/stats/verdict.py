@@ -18,9 +18,25 @@ survivors are worse than the base is worse (the failed seeds could only have mad
 better*; it is never *better*, *equivalent* or *not worse* on its survivors. So the guard drops the interval's bound
 on that side alone and reads the verdict off what remains: everything the interval proves that the failures cannot
 overturn is kept. An exact test on the failure counts can also call a row worse (or better) on that ground alone.
+
+Every later change of a verdict is one rule below, applied where its fact is known, and named here:
+
+    rule                    when                                                    verdict
+    :func:`untested`        no interval: fewer than two values on a side       too few seeds
+                            no interval: two or more, but no spread to test    cannot test
+    :func:`on_failures`     the exact test on the failure counts rejects       worse (the row fails more), else better
+    :func:`no_common_step`  runs were stopped early and share no logged step   cannot test
+    :func:`leaking`         the row's mask leaks labels                        not comparable
+    :func:`interaction`     an interaction contrast: better or worse           the effect depends on the other factor
+                            an interaction contrast: equivalent                no interaction beyond ±m
+    :func:`trend`           a ladder's row across its sizes                    flips sign, grows, shrinks, consistent
+
+No other module assigns a verdict word (tests/stats/test_verdict_rules.py checks it).
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import numpy as np
 
@@ -30,6 +46,12 @@ BETTER, WORSE, EQUIVALENT, NOT_WORSE, NOT_BETTER, UNDECIDED, CANNOT_TEST, TOO_FE
 NAMES = ("better", "worse", "equivalent", "not worse", "not better", "undecided", "cannot test", "too few seeds")
 DECIDED = (BETTER, WORSE, EQUIVALENT)  # a sequential design stops adding seeds to a row with one of these
 SIGNED = (BETTER, WORSE)  # the verdicts that prove the sign of Δ: the interval excludes 0
+NOT_COMPARABLE = "not comparable"  # the kind of :data:`LEAKS`, coloured as the verdicts that decide nothing
+LEAKS = f"{NOT_COMPARABLE}: its mask leaks labels"
+GROWS, SHRINKS, FLIPS = "grows", "shrinks", "flips sign"  # a ladder row's trend (:func:`trend`)
+CONSISTENT = "consistent: {} at every size"
+DEPENDS = "interaction: the effect depends on the other factor"
+NO_INTERACTION = "no interaction beyond ±{margin}"
 
 
 def from_interval(lo: np.ndarray, hi: np.ndarray, goal: str, margin: float | np.ndarray | None) -> np.ndarray:
@@ -86,3 +108,60 @@ def qualifier(code: int, lo: float, hi: float, goal: str) -> str:
         return ""
     worse = (lo > 0) == (goal == MINIMIZE)
     return f"{NAMES[WORSE] if worse else NAMES[BETTER]}, by less than the margin"
+
+
+def untested(codes: np.ndarray, lo: np.ndarray, n: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Rule: a row without an interval (``lo`` NaN) is *too few seeds* where a side has fewer than two values (``n``,
+    ``m``: pairs, or each side's finished runs), else *cannot test* (no spread to test against); ``codes`` elsewhere."""
+    return np.where(np.isnan(lo), np.where(np.minimum(n, m) < 2, TOO_FEW, CANNOT_TEST), codes)
+
+
+def on_failures(codes: np.ndarray, rejected: np.ndarray, row_more: np.ndarray) -> np.ndarray:
+    """Rule: where the exact test on the failure counts rejects equal rates (``rejected``), the row is *worse* if it
+    fails more often (``row_more``), else *better*, whatever the goal and the interval; ``codes`` elsewhere."""
+    return np.where(rejected, np.where(row_more, WORSE, BETTER), codes)
+
+
+def no_common_step() -> str:
+    """Rule: a contrast some of whose runs were stopped early (hyperband), with no logged step that all its finished
+    and stopped runs reached, *cannot test*: its survivors alone are not a fair sample of their variant."""
+    return NAMES[CANNOT_TEST]
+
+
+def leaking(verdict: str | None, leaks: bool) -> str | None:
+    """Rule: a row whose mask leaks labels (its positions see the tokens they are scored on) is *not comparable*
+    (:data:`LEAKS`), whatever its interval says; ``verdict`` otherwise."""
+    return LEAKS if leaks else verdict
+
+
+def interaction(verdict: str, margin: str, small: str = "") -> str | None:
+    """Rule: an interaction contrast's verdict says whether the effect of one factor depends on the other: *better* or
+    *worse* (the interval excludes 0) is :data:`DEPENDS`; *equivalent* is no interaction beyond ±``margin`` (the
+    margin as printed), with ``small``, what else the interval proves, after it; None for the other verdicts, which
+    read as a row's."""
+    if said(verdict, *SIGNED):
+        return DEPENDS
+    if said(verdict, EQUIVALENT):
+        return NO_INTERACTION.format(margin=margin) + (f"; a small one: {small}" if small else "")
+    return None
+
+
+def trend(slope: tuple[float, float] | None, slope_diff: float | None, steps: Sequence[str | None],
+          mean_delta: float | None) -> str:
+    """Rule: what a ladder's row does across its sizes, from its verdicts at each step (``steps``) and the interval of
+    its slope (``slope``, None when untested; ``slope_diff`` its estimate), checked in this order:
+
+    - *flips sign*: it is better at one size and worse at another (both decided);
+    - *grows* / *shrinks*: the slope's interval excludes 0 and |Δ| increases / decreases with size (the slope has
+      the sign of ``mean_delta``, the row's Δ averaged over the steps / the opposite sign);
+    - *consistent: V at every size*: the same decided verdict V (better, worse, equivalent) at every step, with no
+      slope found;
+    - *undecided* otherwise.
+    """
+    if {NAMES[code] for code in SIGNED} <= set(steps):
+        return FLIPS
+    if slope is not None and slope[0] * slope[1] > 0:
+        return GROWS if mean_delta is not None and (slope_diff > 0) == (mean_delta > 0) else SHRINKS
+    if steps and said(steps[0], *DECIDED) and len(set(steps)) == 1:
+        return CONSISTENT.format(steps[0])
+    return NAMES[UNDECIDED]

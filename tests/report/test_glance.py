@@ -12,7 +12,7 @@ from ablate.report import badges, build_report, format_terminal
 from ablate.report.forest import FAR, axis_limits, deltas_svg
 from ablate.report.html import render_html
 from ablate.report.render import WIDTH
-from ablate.report.table import LEAKS
+from ablate.stats.verdict import LEAKS
 from ablate.stats.design import Design, Margin
 from ablate.stats.verdict import NAMES
 from tests.report.conftest import make_sweep, make_verdict_sweep
