@@ -28,7 +28,7 @@ from omegaconf.errors import OmegaConfBaseException
 from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.runs.files import (CHECKPOINTS_DIR, CONFIG_FILE, PROGRESS_FILE, RESULT_FILE, STOP_FILE, being_written,
                                write_json)
-from ablate.runs.plan import PLAN_FILE, plan_path
+from ablate.runs.plan import PLAN_FILE, read_plan
 
 MARKER = ".ablate"
 KINDS = ("run", "sweep", "report")
@@ -97,10 +97,10 @@ _COMPARABLE = {"sweep": lambda identity: {**identity, **sweep_identity(identity.
 def _legacy_identity(folder: Path) -> dict[str, Any] | None:
     """A sweep folder written before the marker: its name, as its plan.json holds it (None when it cannot say)."""
     try:
-        name = json.loads(plan_path(folder).read_text()).get("name")
-    except (OSError, UnicodeError, ValueError, AttributeError):
+        record = read_plan(folder, complete=False)
+    except ConfigError:  # not JSON, or not a plan: it cannot say
         return None
-    return {"name": name} if isinstance(name, str) else None
+    return {"name": record.name} if record is not None and isinstance(record.name, str) and record.name else None
 
 
 def _describe(owner: Owner | None) -> str:

@@ -8,8 +8,9 @@
                             runs [{id, variant, seed, run_dir, ...}] (:class:`ablate.sweep.plan.PlannedRun`)
 
 :mod:`ablate.sweep.plan` writes it (:meth:`PlanRecord.to_json`), :mod:`ablate.report.collect` reads it
-(:meth:`PlanRecord.from_json`), and a relaunch reads its runs back (:func:`planned_runs`); it lives below both so
-that the writer and the readers cannot drift.
+(:meth:`PlanRecord.from_json`), and a relaunch reads it back, whole, once (:func:`read_plan`, the one function that
+opens the file: a launch passes its record down to every check and queue that asks what an earlier launch planned);
+it lives below both so that the writer and the readers cannot drift.
 """
 
 from __future__ import annotations
@@ -67,9 +68,10 @@ class PlanRecord:
         }
 
     @classmethod
-    def from_json(cls, data: Any, path: str | Path = PLAN_FILE) -> PlanRecord:
+    def from_json(cls, data: Any, path: str | Path = PLAN_FILE, *, complete: bool = True) -> PlanRecord:
         """Check and read a plan.json's content. ``base_variant`` defaults to the first run's variant when the plan
-        names none.
+        names none. ``complete=False`` (a relaunch resuming the runs): only its runs are required, a missing name or
+        metric read as empty.
 
         Raises:
             ConfigError: a required key is missing or a value is malformed, naming the key and ``path``.
@@ -78,6 +80,10 @@ class PlanRecord:
         if not isinstance(data, dict) or not isinstance(data.get("runs", []), list) or \
                 not all(isinstance(run, dict) for run in data.get("runs", [])):
             raise ConfigError("file", path, NOT_A_PLAN)
+        if not complete:
+            if "runs" not in data:
+                raise ConfigError("file", path, NOT_A_PLAN)
+            data = {"name": "", "metric": {"name": ""}, **data}
         missing = [k for k in PLAN_KEYS if k not in data]
         missing += [f"runs[{i}].{k}" for i, run in enumerate(data.get("runs", [])) for k in RUN_KEYS if k not in run]
         if missing:
@@ -118,17 +124,30 @@ class PlanRecord:
         return self.metric.get("goal", DEFAULT_GOAL)
 
 
+def read_plan(sweep_dir: str | Path, *, complete: bool = True) -> PlanRecord | None:
+    """``<sweep_dir>/plan.json``, read and checked (:meth:`PlanRecord.from_json`, ``complete`` as there); None when
+    there is none. The one function that reads the file.
+
+    Raises:
+        ConfigError: it is not a plan as ablate writes it, naming the file.
+    """
+    path = plan_path(sweep_dir)
+    if not path.is_file():
+        return None
+    return PlanRecord.from_json(read_json(path), path, complete=complete)
+
+
 def read_plan_record(sweep_dir: str | Path) -> PlanRecord:
-    """Read and check ``<sweep_dir>/plan.json``.
+    """Read and check ``<sweep_dir>/plan.json`` (:func:`read_plan`), which must exist.
 
     Raises:
         FileNotFoundError: there is no plan.json.
         ConfigError: it is not a plan as ablate writes it (:meth:`PlanRecord.from_json`).
     """
-    path = plan_path(sweep_dir)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no plan.json; is {sweep_dir} a sweep directory?")
-    return PlanRecord.from_json(read_json(path), path)
+    record = read_plan(sweep_dir)
+    if record is None:
+        raise FileNotFoundError(f"{plan_path(sweep_dir)}: no plan.json; is {sweep_dir} a sweep directory?")
+    return record
 
 
 def planned_runs(sweep_dir: str | Path) -> list[dict[str, Any]]:
@@ -138,13 +157,8 @@ def planned_runs(sweep_dir: str | Path) -> list[dict[str, Any]]:
     Raises:
         ConfigError: it is not a mapping with a list of runs, naming the file.
     """
-    path = plan_path(sweep_dir)
-    if not path.is_file():
-        return []
-    data = read_json(path)
-    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
-        raise ConfigError("file", str(path), NOT_A_PLAN)
-    return data["runs"]
+    record = read_plan(sweep_dir, complete=False)
+    return [] if record is None else list(record.runs)
 
 
 def write_plan_record(sweep_dir: str | Path, record: PlanRecord) -> None:

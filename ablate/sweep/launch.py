@@ -16,12 +16,12 @@ from omegaconf import OmegaConf
 from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.runs.files import ARRAY_FILE, LAST_CHECKPOINT, checkpoints_dir, read_json, read_result
 from ablate.runs.owner import check_folder, claim, sweep_identity
-from ablate.runs.plan import plan_path
+from ablate.runs.plan import PlanRecord
 from ablate.runs.status import SETTLED
 from ablate.runs.sweep_folder import arrays_dir, sweep_file
 from ablate.sweep.memory import training_bytes
-from ablate.sweep.plan import (Planner, PlannedRun, default_sweep_dir, factor_record, factorial_of, read_planned,
-                               run_config, write_plan)
+from ablate.sweep.plan import (Planner, PlannedRun, default_sweep_dir, factor_record, factorial_of, planned_of,
+                               read_earlier, run_config, write_plan)
 from ablate.sweep.progress import start_note
 from ablate.sweep.relaunch import check_relaunch
 from ablate.sweep.queue import BayesQueue, RunQueue, StreamQueue
@@ -51,27 +51,24 @@ DESIGN_KEYS = {"alpha": "decide.alpha", "margin": "decide.margin", "max_seeds": 
                "first": "the first look's seeds"}  # plan.json's design -> what a user changes to change it
 
 
-def check_design(sweep: Sweep, sweep_dir: Path) -> None:
+def check_design(sweep: Sweep, sweep_dir: Path, earlier: PlanRecord | None) -> None:
     """A relaunch keeps the design its sweep was first launched with (the method, the margin, the error, the seeds):
     an interval's level and a sequential design's error spending hold only for the design fixed before any run.
+    ``earlier``: the plan the sweep folder holds (:func:`ablate.sweep.plan.read_earlier`; None for a new sweep).
 
     Raises:
         ConfigError: the sweep folder's plan.json records another design, naming each change.
     """
-    path = plan_path(sweep_dir)
-    if not path.is_file():
+    if earlier is None:
         return
-    old = read_json(path)
-    if not isinstance(old, dict) or not isinstance(old.get("design", {}), dict):
-        return  # read_planned names a damaged plan where it reads one
-    was, now = old.get("design") or {}, sweep.design(1).to_json()
+    was, now = earlier.design or {}, sweep.design(1).to_json()
     changes = [f"{name} {was.get(key)!r} -> {now.get(key)!r}" for key, name in DESIGN_KEYS.items()
                if key in was and was.get(key) != now.get(key)]
     judged = [j.to_json() for j in sweep.judged]
-    if old.get("judged") and old["judged"] != judged:
-        changes.append(f"decide.metrics {old['judged']!r} -> {judged!r}")
-    if old.get("method") not in (None, sweep.method):
-        changes.insert(0, f"method {old['method']!r} -> {sweep.method!r}")
+    if earlier.judged and list(earlier.judged) != judged:
+        changes.append(f"decide.metrics {list(earlier.judged)!r} -> {judged!r}")
+    if earlier.method not in (None, sweep.method):
+        changes.insert(0, f"method {earlier.method!r} -> {sweep.method!r}")
     if changes:
         raise ConfigError("design", "; ".join(changes), f"the design {sweep_dir} was first launched with: a "
                           "relaunch keeps it (--change-design replays every look under the new one; --out a new "
@@ -88,17 +85,17 @@ def probe(folder: Path) -> None:
         pass
 
 
-def check_writable(sweep_dir: Path, runs: list[PlannedRun], retry_failed: bool) -> None:
+def check_writable(sweep_dir: Path, runs: list[PlannedRun], retry_failed: bool, earlier: list[PlannedRun]) -> None:
     """The folders a launch writes in (the sweep's, each unsettled run's and its checkpoints', the arrays') take a
     file, before anything is written: a relaunch on a read-only copy is refused whole, nothing half-written.
+    ``earlier``: the runs an earlier launch planned.
 
     Raises:
         ConfigError: naming the first folder that does not, and why.
     """
     if not sweep_dir.is_dir():
         return
-    todo, _ = pending([*runs, *(r for r in read_planned(sweep_dir) if r.id not in {p.id for p in runs})], sweep_dir,
-                      retry_failed)
+    todo, _ = pending([*runs, *(r for r in earlier if r.id not in {p.id for p in runs})], sweep_dir, retry_failed)
     folders = [sweep_dir, *arrays_dir(sweep_dir).glob("*/")]
     for run in todo:
         folders += [sweep_dir / run.run_dir, checkpoints_dir(sweep_dir / run.run_dir)]
@@ -131,9 +128,10 @@ QueueFor = Callable[[Runs, Callable[[Runs], None], Callable[[Runs], Runs]], RunQ
 # (the plan's runs to do, how to save the plan, which of the runs a look adds are to do) -> the queue
 
 
-def plan_queue(sweep: Sweep, sweep_dir: Path, planner: Planner, *, dry_run: bool) -> tuple[list[PlannedRun], QueueFor]:
+def plan_queue(sweep: Sweep, sweep_dir: Path, planner: Planner, *, dry_run: bool,
+               earlier: list[PlannedRun]) -> tuple[list[PlannedRun], QueueFor]:
     """The runs planned now and how to build the queue that hands out the rest, as the sweep's method
-    (:mod:`ablate.sweep.methods`) fills it.
+    (:mod:`ablate.sweep.methods`) fills it; ``earlier``: the runs an earlier launch planned ([] for a new sweep).
 
     A method that proposes points (bayes): its first point (a dry run) or the points an earlier launch planned;
     open-ended (random without run_cap): the draws an earlier launch made, drawn again (the stream is the sampler
@@ -148,7 +146,7 @@ def plan_queue(sweep: Sweep, sweep_dir: Path, planner: Planner, *, dry_run: bool
             u = search.ask()[1]  # one point, once per seed
             runs = planner.plan([search.point(u, seed) for seed in sweep.seeds])
         else:
-            runs = read_planned(sweep_dir)
+            runs = list(earlier)
 
         def bayes(todo, save, again):
             todo_ids = {r.id for r in todo}
@@ -157,7 +155,7 @@ def plan_queue(sweep: Sweep, sweep_dir: Path, planner: Planner, *, dry_run: bool
     if sweep.open_ended:
         stream = planner.runs(sweep.stream())
         runs = list(itertools.islice(stream, DRY_RUN_POINTS * len(sweep.seeds) if dry_run else
-                                     len(read_planned(sweep_dir))))
+                                     len(earlier)))
         return runs, lambda todo, save, again: StreamQueue(sweep, sweep_dir, runs, todo, stream, save)
     runs = planner.plan(sweep.points())
     if sweep.decide.max_seeds:
@@ -165,7 +163,8 @@ def plan_queue(sweep: Sweep, sweep_dir: Path, planner: Planner, *, dry_run: bool
             from ablate.sweep.sequential import SequentialQueue  # scipy: only when a sweep runs looks
 
             family = factorial_of(runs, factor_record(sweep)).family()
-            return SequentialQueue(sweep, sweep_dir, planner, runs, todo, sweep.design(len(family)), save, again)
+            return SequentialQueue(sweep, sweep_dir, planner, runs, todo, sweep.design(len(family)), save, again,
+                                   earlier=earlier)
         return runs, sequential
     return runs, lambda todo, save, again: RunQueue(sweep, sweep_dir, runs, todo)
 
@@ -200,10 +199,10 @@ def local_pool(planner: Planner, runs: list[PlannedRun], *, workers: int, runs_p
 
 def dry_run_notes(sweep: Sweep, sweep_dir: Path, planner: Planner, runs: list[PlannedRun], *, extra: list[str],
                   workers: int, runs_per_gpu: str | int, fuse: str | int, retry_failed: bool,
-                  cluster: Any) -> list[str]:
-    """What the launch would do beyond the plan: how many runs ended in earlier launches, and how each variant's
-    seeds train (the arrays it would record, or resume: :func:`ablate.sweep.arrays.arrays_of`)."""
-    earlier = read_planned(sweep_dir) if plan_path(sweep_dir).is_file() else []
+                  cluster: Any, earlier: list[PlannedRun]) -> list[str]:
+    """What the launch would do beyond the plan: how many runs ended in earlier launches (``earlier``: the runs they
+    planned), and how each variant's seeds train (the arrays it would record, or resume:
+    :func:`ablate.sweep.arrays.arrays_of`)."""
     known = {r.id for r in runs}
     every = [*runs, *(r for r in earlier if r.id not in known)]
     todo, _ = pending(every, sweep_dir, retry_failed, sweep.evaluate_options())
@@ -249,18 +248,21 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     if cluster is not None:  # its runs train on other machines, which share the filesystem but not our cwd
         sweep_dir = sweep_dir.resolve()
     _claim(sweep, sweep_dir, extra, write=False)  # before the plan: a plan can read the folder (a bayes sweep's)
+    record = read_earlier(sweep_dir)  # the launch's one read of plan.json, before anything writes it
+    earlier = planned_of(record, sweep_dir)
     if not change_design:
-        check_design(sweep, sweep_dir)
+        check_design(sweep, sweep_dir, record)
     planner = Planner(sweep, extra, check=not dry_run)
-    runs, queue_for = plan_queue(sweep, sweep_dir, planner, dry_run=dry_run)
+    runs, queue_for = plan_queue(sweep, sweep_dir, planner, dry_run=dry_run, earlier=earlier)
     if not change_design:
-        check_relaunch(sweep, sweep_dir, runs)  # the family and the ended runs' identities
+        check_relaunch(sweep, sweep_dir, runs, record)  # the family and the ended runs' identities
     if dry_run:
         if notes is not None:
             notes += dry_run_notes(sweep, sweep_dir, planner, runs, extra=extra, workers=workers,
-                                   runs_per_gpu=runs_per_gpu, fuse=fuse, retry_failed=retry_failed, cluster=cluster)
+                                   runs_per_gpu=runs_per_gpu, fuse=fuse, retry_failed=retry_failed, cluster=cluster,
+                                   earlier=earlier)
         return sweep_dir, runs, None
-    check_writable(sweep_dir, runs, retry_failed)
+    check_writable(sweep_dir, runs, retry_failed, earlier)
     read_groups(sweep_dir)  # a damaged record of the arrays is refused before anything is written
     check_array_checkpoints(sweep_dir)
     _claim(sweep, sweep_dir, extra, write=True)

@@ -30,7 +30,7 @@ from ablate.model.flops import count_flops
 from ablate.model.meta import build_on_meta
 from ablate.runs.files import config_hash
 from ablate.runs import sweep_folder
-from ablate.runs.plan import PlanRecord, plan_path, planned_runs, write_plan_record
+from ablate.runs.plan import PlanRecord, plan_path, read_plan, write_plan_record
 from ablate.runs.study import sweep_group, tag
 from ablate.stats.factorial import ROW, Factorial, factors_of
 from ablate.sweep.match import Match, budget_of, solve
@@ -298,14 +298,26 @@ def base_variant(runs: list[PlannedRun]) -> str:
     return "base" if "base" in names else (names[0] if names else "")
 
 
-def read_planned(sweep_dir: Path) -> list[PlannedRun]:
-    """The runs of an existing plan.json (a bayes sweep's plan grows across launches); [] when there is none."""
+def read_earlier(sweep_dir: Path) -> PlanRecord | None:
+    """The plan an earlier launch wrote in ``sweep_dir`` (None for a new sweep), read once by a launch
+    (:func:`ablate.runs.plan.read_plan`; only its runs are required) and passed down to what asks about it."""
+    return read_plan(sweep_dir, complete=False)
+
+
+def planned_of(record: PlanRecord | None, sweep_dir: Path) -> list[PlannedRun]:
+    """The runs of a plan (a bayes sweep's plan grows across launches); [] without one (``record`` None)."""
     names = {f.name for f in fields(PlannedRun)}
     try:
-        return [PlannedRun(**{k: v for k, v in run.items() if k in names}) for run in planned_runs(sweep_dir)]
+        return [PlannedRun(**{k: v for k, v in run.items() if k in names}) for run in (record.runs if record else ())]
     except (TypeError, AttributeError):
         raise ConfigError("file", str(plan_path(sweep_dir)), "a sweep's plan whose runs are as ablate writes them") \
             from None
+
+
+def read_planned(sweep_dir: Path) -> list[PlannedRun]:
+    """The runs of an existing plan.json, read now (a W&B agent's, whose plan other agents grow); [] when there is
+    none."""
+    return planned_of(read_earlier(sweep_dir), sweep_dir)
 
 
 def plan_record(sweep: Sweep, runs: list[PlannedRun]) -> dict[str, Any]:

@@ -13,34 +13,32 @@ identities of the runs that ended. A change of either is refused in one line, be
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from omegaconf import OmegaConf
 
 from ablate.errors import ConfigError
-from ablate.runs.files import config_changes, read_json, read_result
-from ablate.runs.plan import plan_path
+from ablate.runs.files import config_changes, read_result
+from ablate.runs.plan import PlanRecord
 from ablate.runs.status import SETTLED
-from ablate.sweep.plan import PlannedRun, base_config, factor_record, factorial_of, read_planned
+from ablate.sweep.plan import PlannedRun, base_config, factor_record, factorial_of, planned_of
 from ablate.sweep.spec import Sweep
 
 
-def check_relaunch(sweep: Sweep, sweep_dir: Path, runs: list[PlannedRun]) -> None:
-    """A relaunch of the sweep in ``sweep_dir`` (none when it has no plan.json yet) judges the family its first launch
-    judged and trains no ended run again under a new id (``runs``: the runs planned now).
+def check_relaunch(sweep: Sweep, sweep_dir: Path, runs: list[PlannedRun], old: PlanRecord | None) -> None:
+    """A relaunch of the sweep in ``sweep_dir`` judges the family its first launch judged and trains no ended run
+    again under a new id (``runs``: the runs planned now; ``old``: the plan the folder holds, None when it has no
+    plan.json yet).
 
     Raises:
         ConfigError: either changed (:func:`check_family`, :func:`check_identities`).
     """
-    path = plan_path(sweep_dir)
-    old = read_json(path) if path.is_file() else None
-    if not isinstance(old, dict) or not (earlier := read_planned(sweep_dir)):
-        return  # a new sweep, or a damaged plan (read_planned names one where it reads it)
+    if old is None or not (earlier := planned_of(old, sweep_dir)):
+        return  # a new sweep, or one whose first launch planned nothing yet
     check_family(sweep, sweep_dir, old, earlier, runs)
     check_identities(sweep, sweep_dir, old, earlier, runs)
 
 
-def check_family(sweep: Sweep, sweep_dir: Path, old: dict[str, Any], earlier: list[PlannedRun],
+def check_family(sweep: Sweep, sweep_dir: Path, old: PlanRecord, earlier: list[PlannedRun],
                  runs: list[PlannedRun]) -> None:
     """A grid's relaunch judges the contrasts its first launch judged (its rows, its parameters' levels): the family
     sets every row's share of the error, so a row added or removed would move the verdicts of the others (random
@@ -51,9 +49,9 @@ def check_family(sweep: Sweep, sweep_dir: Path, old: dict[str, Any], earlier: li
     """
     if not sweep.search.factorial:
         return
-    was = (old.get("design") or {}).get("family")
+    was = (old.design or {}).get("family")
     if not isinstance(was, list):  # a plan written before the family was recorded: its runs say what it was
-        was = [c.label for c in factorial_of(earlier, old.get("factors") or []).family()]
+        was = [c.label for c in factorial_of(earlier, list(old.factors)).family()]
     now = [c.label for c in factorial_of(runs, factor_record(sweep)).family()]
     added, removed = [c for c in now if c not in was], [c for c in was if c not in now]
     if added or removed:
@@ -70,7 +68,7 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'s' * (n != 1)}"
 
 
-def check_identities(sweep: Sweep, sweep_dir: Path, old: dict[str, Any], earlier: list[PlannedRun],
+def check_identities(sweep: Sweep, sweep_dir: Path, old: PlanRecord, earlier: list[PlannedRun],
                      runs: list[PlannedRun]) -> None:
     """A relaunch trains again no run that ended because its config changed: a run's id is its config's hash, so a
     changed base override, base config file or ``imports`` gives every run a new id, and the runs that ended would
@@ -91,7 +89,7 @@ def check_identities(sweep: Sweep, sweep_dir: Path, old: dict[str, Any], earlier
     if not ended:
         return
     key, changes = "base", []
-    recorded, base = old.get("base_config"), base_config(sweep)
+    recorded, base = old.base_config, base_config(sweep)
     if isinstance(recorded, dict) and base is not None:
         changes = config_changes(OmegaConf.create(recorded), OmegaConf.create(base))
     if not changes:

@@ -40,7 +40,7 @@ from typing import Callable, Mapping, Sequence
 from ablate.runs.outcome import outcomes, read_run
 from ablate.stats.factorial import judge
 from ablate.stats.design import Design
-from ablate.sweep.plan import Planner, PlannedRun, factor_record, factorial_of, read_planned
+from ablate.sweep.plan import Planner, PlannedRun, factor_record, factorial_of
 from ablate.sweep.queue import Look, RunQueue
 from ablate.sweep.spec import Point, Sweep
 
@@ -56,7 +56,8 @@ class SequentialQueue(RunQueue):
 
     def __init__(self, sweep: Sweep, sweep_dir: Path, planner: Planner, runs: list[PlannedRun],
                  todo: list[PlannedRun], design: Design, save: Callable[[list[PlannedRun]], None],
-                 pending: Callable[[list[PlannedRun]], list[PlannedRun]], *, speculate: bool | None = None):
+                 pending: Callable[[list[PlannedRun]], list[PlannedRun]], *, earlier: list[PlannedRun],
+                 speculate: bool | None = None):
         super().__init__(sweep, sweep_dir, runs, todo)
         self.planner, self.design, self.save, self.pending = planner, design, save, pending
         self.speculative = speculating() if speculate is None else speculate
@@ -68,7 +69,7 @@ class SequentialQueue(RunQueue):
         self.decided = 0  # contrasts decided at their last complete look
         self.ahead: list[tuple[str, int]] = []  # (variant, seed) a worker that would idle starts, the first first
         self.look_runs = {r.id for r in todo}  # the runs of the current look (the first look's: the plan's to do)
-        self.keep_ended(read_planned(sweep_dir))  # before anything saves the plan over the earlier launch's
+        self.keep_ended(earlier)  # the runs an earlier launch planned, read before anything saved the plan over them
         self.advance()
 
     def look(self) -> Look:

@@ -13,7 +13,7 @@ import pytest
 from ablate.errors import ConfigError
 from ablate.sweep import load_sweep
 from ablate.sweep.launch import check_design
-from ablate.sweep.plan import Planner, write_plan
+from ablate.sweep.plan import Planner, read_earlier, write_plan
 from tests.sweep.conftest import ablate_here, sweep_file
 
 
@@ -38,7 +38,7 @@ def test_a_relaunch_without_the_first_launchs_max_seeds_is_refused_naming_it(tmp
         assert out.returncode == 2, out.stderr
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and "max_seeds" in lines[0] and "4 -> 10" in lines[0], lines
-    check_design(replace_max(load_sweep(path), 4), sweep_dir)  # the same design: no word
+    check_design(replace_max(load_sweep(path), 4), sweep_dir, read_earlier(sweep_dir))  # the same design: no word
     asked = ablate_here("sweep", str(path), "--dry-run", "--change-design", cwd=tmp_path)
     assert asked.returncode == 0, asked.stderr
 
@@ -48,7 +48,7 @@ def test_a_changed_margin_is_refused(tmp_path):
     sweep = load_sweep(path)
     sweep.decide = replace(sweep.decide, margin=None)
     with pytest.raises(ConfigError, match="decide.margin 0.1 -> None"):
-        check_design(sweep, sweep_dir)
+        check_design(sweep, sweep_dir, read_earlier(sweep_dir))
 
 
 def replace_max(sweep, max_seeds):

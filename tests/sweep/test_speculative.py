@@ -20,7 +20,7 @@ from ablate.report import build_report
 from ablate.runs.status import Status
 from ablate.sweep import load_sweep
 from ablate.sweep.launch import open_queue, plan_queue
-from ablate.sweep.plan import Planner
+from ablate.sweep.plan import Planner, read_planned
 from ablate.sweep.sequential import SequentialQueue
 from tests.sweep.conftest import plan_of, sweep_file
 
@@ -51,7 +51,8 @@ class Pool:
     def __init__(self, tmp: Path, workers: int = 2, steps: dict[str, int] | None = None):
         sweep = load_sweep(tmp / "sweep.yaml")
         self.sweep_dir, self.workers = tmp / "sweeps" / "spec", workers
-        runs, queue_for = plan_queue(sweep, self.sweep_dir, Planner(sweep, [], check=False), dry_run=False)
+        runs, queue_for = plan_queue(sweep, self.sweep_dir, Planner(sweep, [], check=False), dry_run=False,
+                                     earlier=read_planned(self.sweep_dir))
         self.queue, _ = open_queue(sweep, self.sweep_dir, runs, queue_for, retry_failed=False)  # as a launch does
         self.first_todo = [r.id for r in self.queue.todo]
         self.started: list[str] = []
