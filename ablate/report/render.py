@@ -19,12 +19,13 @@ from ablate.report.effects import effect_cells, effect_headers, findings, trend_
 from ablate.report.table import Report, VariantRow
 from ablate.report.cells import interval_header, label, one_line
 from ablate.report.columns import displayed, verdict_titles
+from ablate.runs.sweep_folder import REPORT_DIR, REPORT_PAGE
 from ablate.report.text import design_note, fused_note, legend, notes, precision_note, status_note
 
 WIDTH = 120  # the width printed to off a terminal (a pipe, a log file) unless COLUMNS says otherwise
 MIN_WRAP = 16  # the narrowest a wrapped verdict may be beside its row; narrower, it goes on lines under the row
 INDENT = "  "  # a wrapped prose line's continuation, and a verdict under its row
-WIDE_HINT = "every column and what the numbers mean: ablate report --wide (or report/report.html)"
+WIDE_HINT = f"every column and what the numbers mean: ablate report --wide (or {REPORT_DIR}/{REPORT_PAGE})"
 
 
 def terminal_width(stream: TextIO) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 from ablate.runs.files import final_value, read_metrics, read_result
 from ablate.runs.metrics import EVALUATED  # top-level entries ``ablate evaluate`` adds to result.json
 from ablate.runs.status import ENDED, Status
+from ablate.runs.sweep_folder import RUNS_DIR
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def read_run(sweep_dir: Path, entry: dict[str, Any], metric: str) -> RunRow:
     Returns:
         The run; status ``pending`` (and no numbers) when it has no result.json yet.
     """
-    run_dir = Path(sweep_dir) / entry.get("run_dir", Path("runs") / entry["id"])
+    run_dir = Path(sweep_dir) / entry.get("run_dir", Path(RUNS_DIR) / entry["id"])
     common = dict(id=str(entry["id"]), variant=str(entry["variant"]), seed=entry.get("seed"),
                   varied=dict(entry.get("varied", {})), run_dir=run_dir,
                   leaks_labels=bool(entry.get("leaks_labels")), matched=entry.get("matched"),

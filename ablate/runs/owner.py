@@ -29,13 +29,14 @@ from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.runs.files import (CHECKPOINTS_DIR, CONFIG_FILE, PROGRESS_FILE, RESULT_FILE, STOP_FILE, being_written,
                                write_json)
 from ablate.runs.plan import PLAN_FILE, read_plan
+from ablate.runs.sweep_folder import REPORT_PAGE, TABLE_CSV
 
 MARKER = ".ablate"
 KINDS = ("run", "sweep", "report")
 FILES = {  # what each kind of folder holds, for folders written before the marker (any one of them tells the kind)
     "run": (CONFIG_FILE, RESULT_FILE, CHECKPOINTS_DIR, PROGRESS_FILE, STOP_FILE),
     "sweep": (PLAN_FILE,),
-    "report": ("report.html", "table.csv"),
+    "report": (REPORT_PAGE, TABLE_CSV),
 }
 FIGURE_SUFFIX = ".png"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
