@@ -82,7 +82,8 @@ def best_checkpoint(run_dir: str | Path) -> Path:
     return checkpoints_dir(run_dir) / BEST_CHECKPOINT
 
 
-NOT_IDENTITY = ("output_dir", "wandb", "trainer.threads")  # where a run is written, how it is logged, its CPU threads
+NOT_IDENTITY = ("output_dir", "wandb", "trainer.threads", "paths")  # where a run is written, how it is logged, its CPU
+# threads, the folders its relative paths were found in (ablate.paths: the paths themselves stay as written)
 # Keys that are no identity at their default: trainer.fuse null leaves it to the pool, and hashes stay what they were;
 # true and false are asked for (a fused run draws its dropout masks from the array's stream: another run than a solo).
 # trainer.attention_kernel: flex is identity as trainer.compile is (another kernel, other rounding); sdpa, the
