@@ -288,7 +288,8 @@ def load_sweep(path: str | Path) -> Sweep:
                   early_terminate=Hyperband.parse(raw.get("early_terminate"), source),
                   project=raw.get("project"), entity=raw.get("entity"),
                   decide=parse_decide(raw.get("decide"), source),
-                  slurm=SlurmSettings.parse(raw.get("slurm"), source), imports=_parse_imports(raw.get("imports"), source),
+                  slurm=SlurmSettings.parse(raw.get("slurm"), source),
+                  imports=_parse_imports(raw.get("imports"), source),
                   ignored=[k for k in NOT_HONOURED if k in raw], raw=raw)
     check_sequential(sweep)
     check_judged(sweep)

@@ -6,7 +6,7 @@
     metric: {name: val/loss, goal: minimize, target: 1.5}   # target: no new run once one reaches it
     early_terminate: {type: hyperband, min_iter: 2, eta: 2}  # W&B's rule, applied by the local pool
     project: ablate                    # the W&B project (and entity) of every run
-    base: configs/transformer_base.yaml   # or {config: ..., overrides: [key=value, ...]}; beside this file, else ablate's
+    base: configs/transformer_base.yaml   # or {config: ..., overrides: [...]}: beside this file, else ablate's own
     imports: [my_parts]                # modules every run imports (they register components), beside this file
     rows:                              # paired variants: keys that change together, one row each
       - {name: base}
