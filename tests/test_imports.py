@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ablate"
 # Packages from the bottom up: a module may import its own package or any package on a lower line.
 LAYERS = (
     ("errors",),
-    ("yamlio", "runtime", "formats", "options", "exits", "registry", "stats"),
+    ("yamlio", "runtime", "formats", "options", "exits", "registry", "stats", "paths"),
     ("components", "data"),
     ("config", "metrics"),
     ("model", "decode"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
 import sys
@@ -107,8 +108,8 @@ RELAUNCH_OPTIONS = (("--out", "out", None), ("--workers", "workers", None),
 
 
 def relaunch_command(args: argparse.Namespace) -> str:
-    """The command that resumes this sweep: the same sweep file (a command-line sweep's: the copy in its sweep folder,
-    once written), overrides and options."""
+    """The command that resumes this sweep, from any folder: the same sweep file (a command-line sweep's: the copy in
+    its sweep folder, once written) and sweep folder (``--out``), both absolute, then the overrides and options."""
     sweep, inline = getattr(args, "relaunch_sweep", None), []
     if sweep is None:
         sweep = args.sweep
@@ -116,9 +117,10 @@ def relaunch_command(args: argparse.Namespace) -> str:
         sweep = args.config_given
         inline = [f"--rows={r}" for r in args.rows] + [f"--{o}={getattr(args, o)}" for o in INLINE_OPTIONS
                                                        if getattr(args, o, None) is not None]
-    words = ["ablate", "sweep", sweep, *args.overrides, *inline]
+    words = ["ablate", "sweep", os.path.abspath(sweep), *args.overrides, *inline]
+    out = args.out or getattr(args, "sweep_dir", None)  # the launch's folder: sweeps/<name> is the shell folder's
     for option, name, default in RELAUNCH_OPTIONS:
-        value = getattr(args, name, default)
+        value = os.path.abspath(out) if name == "out" and out else getattr(args, name, default)
         if isinstance(value, list):  # a repeatable option (--sbatch)
             words += [f"{option}={v}" for v in value]
         elif value != default and value is not None:
@@ -151,6 +153,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.rows:
         _write_inline(args)
     sweep = load_sweep(args.sweep)
+    args.sweep_dir = args.out or str(default_sweep_dir(sweep.name))  # what the relaunch command names
     check_runnable(sweep)
     check_overrides(sweep, args.overrides)
     if args.max_seeds is not None:

@@ -1,8 +1,11 @@
 """Load, compose, override and validate a run config.
 
 A YAML file may start with ``defaults: [other.yaml, ...]`` (paths relative to
-the file); those are merged first, in order, then the file itself, then the
-command-line overrides (``model.n_heads=4``). Every value is checked against
+the file, then to ablate's shipped folder: :mod:`ablate.paths`); those are
+merged first, in order, then the file itself, then the command-line overrides
+(``model.n_heads=4``). A module in ``imports`` is found beside the file that names
+it, and a relative ``data.path`` beside the file that sets it: the folders are
+recorded in the run's ``paths`` (no part of its identity). Every value is checked against
 the schema (:mod:`ablate.config.schema`) and the registry before anything
 runs; a bad one raises :class:`ablate.errors.ConfigError` naming the key, the
 value, what is allowed and the file it came from. A key set on the command line
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import os
 import re
 import sys
 from pathlib import Path
@@ -24,6 +28,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 import ablate.components  # noqa: F401  (declares the built-in kinds and registers their variants)
 import ablate.data  # noqa: F401  (registers the built-in tasks)
+from ablate.paths import data_folders, find_file, folder_of
 from ablate.config.reads import check_reads, flatten, keys_and_parents
 from ablate.config.schema import run_schema
 from ablate.config.validate import validate
@@ -43,6 +48,7 @@ def load_config(
     imports: Iterable[str] = (),
     layers: Iterable[tuple[str, Iterable[str]]] = (),
     source: str = COMMAND_LINE,
+    layer_imports: Iterable[tuple[str, Iterable[str]]] = (),
 ) -> DictConfig:
     """Compose a run config from a YAML file and dotted overrides, and validate it.
 
@@ -53,7 +59,10 @@ def load_config(
             the config's own ``imports`` key.
         layers: ``(source, overrides)`` groups applied after the file and before
             ``overrides``, each named in errors by its source (e.g. a sweep file).
-        source: where ``path`` was named (a missing file is blamed on it): the command line, or a sweep file.
+        source: where ``path`` was named (a missing file is blamed on it, and a relative one is looked for beside
+            it, then in ablate's shipped folder): the command line, or a sweep file.
+        layer_imports: ``(source, modules)`` groups: modules named by a file other than a config (a sweep file's
+            top-level ``imports``), added to the config's ``imports`` like ``imports`` and found beside ``source``.
 
     Returns:
         A read-only structured ``DictConfig`` of :class:`RunConfig`.
@@ -61,6 +70,9 @@ def load_config(
     Raises:
         ConfigError: a missing file, unknown key, wrong type or impossible combination.
     """
+    if path is not None and not Path(path).is_file():
+        path = find_file(path, folder_of(source) if source == COMMAND_LINE else _folder(source), key="config",
+                         source=source)
     files = _chain(Path(path), seen=(), source=source) if path is not None else []
     groups = [(source, list(dotlist)) for source, dotlist in [*layers, (COMMAND_LINE, overrides)]]
     for source, dotlist in groups:
@@ -77,11 +89,14 @@ def load_config(
     # User modules first: they may declare kinds, whose keys the schema must have before anything merges.
     named = [(str(m), str(file)) for file, data in files for m in _list(data.get("imports"))]
     named += [(str(m), source) for source, data, _ in parsed for m in _list(data.get("imports"))]
-    _announce(named)
+    added = [(str(m), source) for source, modules in layer_imports for m in modules]
+    added += [(str(m), COMMAND_LINE) for m in imports]
+    folders = _import_folders(files, [*named, *added])
+    _announce([*named, *added])
     try:
-        import_modules(dict.fromkeys([*(m for m, _ in named), *map(str, imports)]))
+        import_modules(dict.fromkeys(m for m, _ in [*named, *added]), folders)
     except ConfigError as err:
-        raise err.at(dict(named).get(str(err.value), COMMAND_LINE)) from None
+        raise err.at(dict([*named, *added]).get(str(err.value), COMMAND_LINE)) from None
     steps = [(str(file), data, [k for k in keys_and_parents(data or {}) if k.endswith("_args")])
              for file, data in files]
     steps += [(source, data, [i.split("=", 1)[0] for i in dotlist if i.split("=", 1)[0].endswith("_args")])
@@ -94,10 +109,11 @@ def load_config(
         for source, data, whole in steps:
             cfg = _merge(cfg, data, source, {}, whole)
         raise AssertionError("a config that fails to merge at once merged step by step")  # pragma: no cover
-    if imports:
-        cfg.imports = list(cfg.imports) + [m for m in imports if m not in cfg.imports]
-        sources["imports"] = COMMAND_LINE
+    if added:
+        cfg.imports = list(cfg.imports) + [m for m in dict.fromkeys(m for m, _ in added) if m not in cfg.imports]
+        sources["imports"] = added[-1][1]
     _resolve(cfg, sources)
+    _record_paths(cfg, sources, folders)
     try:
         validate(cfg)
     except ConfigError as err:
@@ -184,6 +200,33 @@ def _list(value: Any) -> list[Any]:
     return [] if value is None else (list(value) if isinstance(value, (list, tuple)) else [value])
 
 
+def _folder(source: str) -> Path | None:
+    """The folder a path named by ``source`` is relative to (:func:`ablate.paths.folder_of`)."""
+    return folder_of(source) if source != INTERNAL else None
+
+
+def _import_folders(files: list[tuple[Path, dict[str, Any]]], named: list[tuple[str, str]]) -> list[str]:
+    """The folders the named modules are looked for in, absolute: each naming file's own (a run's config.yaml: the
+    folders it recorded, ``paths.imports``), the current folder for the command line's."""
+    out: list[str] = []
+    recorded = {str(file): (data.get("paths") or {}).get("imports") for file, data in files}
+    for source in dict.fromkeys(source for _, source in named):
+        if isinstance(recorded.get(source), list):
+            out += [str(f) for f in recorded[source]]
+        elif (folder := _folder(source)) is not None:
+            out.append(os.path.abspath(folder))
+    return list(dict.fromkeys(out))
+
+
+def _record_paths(cfg: DictConfig, sources: dict[str, str], import_folders: list[str]) -> None:
+    """Fill ``paths``: the folders of the imports, and those a relative ``data.path`` is looked for in (kept as a
+    run's config.yaml recorded them when it sets both, else beside the file that set ``data.path``)."""
+    cfg.paths.imports = list(dict.fromkeys([*cfg.paths.imports, *import_folders]))
+    setter = sources.get("data.path")
+    if sources.get("paths.data") != setter or setter is None:
+        cfg.paths.data = data_folders(cfg.data.path, _folder(setter) if setter else None)
+
+
 def _chain(path: Path, seen: tuple[Path, ...], source: str = COMMAND_LINE) -> list[tuple[Path, dict[str, Any]]]:
     """The files to merge for ``path``: its ``defaults`` (recursively), then itself."""
     where = seen[-1] if seen else source
@@ -204,7 +247,8 @@ def _chain(path: Path, seen: tuple[Path, ...], source: str = COMMAND_LINE) -> li
         raise ConfigError("defaults", defaults, "a config file, or a list of them, to merge first", str(path))
     out: list[tuple[Path, dict[str, Any]]] = []
     for parent in defaults:
-        out += _chain(path.parent / str(parent), seen + (resolved,), source)
+        found = find_file(parent, path.parent, key="defaults", source=str(path))
+        out += _chain(found, seen + (resolved,), source)
     return out + [(path, data)]
 
 

@@ -90,7 +90,7 @@ def effective(cfg: DictConfig) -> dict[str, Any]:
     """What decides the trained model: the config without what is not read, how it is logged or where it is
     written, with d_k and d_v resolved. Two runs with equal ``effective`` configs train the same model."""
     data = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    for key in ("name", "output_dir", "wandb", "logger", "imports"):
+    for key in ("name", "output_dir", "wandb", "logger", "imports", "paths"):
         data.pop(key, None)
     data["model"].update({k: v for k, v in dims(cfg.model).items() if k in ("d_k", "d_v")})
     data["trainer"].pop("enable_progress_bar", None)

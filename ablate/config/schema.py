@@ -177,6 +177,16 @@ class WandbConfig:
 
 
 @dataclass
+class PathsConfig:
+    """Where the run's relative paths were found (:mod:`ablate.paths`), absolute, filled in by the loader and
+    recorded in the run's config.yaml so that its processes and a resume from any folder find them: no part of the
+    run's identity."""
+
+    data: List[str] = field(default_factory=list)  # the folders a relative data.path is looked for in, in order
+    imports: List[str] = field(default_factory=list)  # the folders of the files that name the imports
+
+
+@dataclass
 class RunConfig:
     """One training run: everything ``ablate train`` needs."""
 
@@ -184,6 +194,7 @@ class RunConfig:
     seed: int = key(0, SEED)
     output_dir: Optional[str] = None  # default runs/<name>/<time>-<hash>
     imports: List[str] = field(default_factory=list)  # modules that register components
+    paths: PathsConfig = field(default_factory=PathsConfig)  # where relative paths were found (not identity)
     logger: Logger = Logger.wandb  # every run logs to W&B; offline files when no API key is configured
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)

@@ -25,21 +25,28 @@ def load_plugins() -> None:
         ep.load()
 
 
-def import_modules(modules: Iterable[str]) -> None:
+def import_modules(modules: Iterable[str], folders: Iterable[str | os.PathLike] = ()) -> None:
     """Import user modules that register components (the ``imports`` key).
 
-    The current directory is on the path, so ``imports: [my_components]`` finds ``./my_components.py``.
+    The current directory is on the path, and so are ``folders`` (those of the files that name the modules, after
+    what is there: a user's module never shadows an installed one), so ``imports: [my_components]`` finds
+    ``my_components.py`` beside the file that names it (:mod:`ablate.paths`).
 
     Raises:
-        ConfigError: a module cannot be imported, or it registers a component that is refused.
+        ConfigError: a module cannot be imported (naming the folders looked in), or it registers a component that is
+            refused.
     """
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    folders = list(dict.fromkeys(str(f) for f in folders))
+    sys.path.extend(f for f in folders if f not in sys.path)
     for module in modules:
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            raise ConfigError("imports", module, f"an importable module ({exc})") from exc
+            where = ", ".join(dict.fromkeys([os.getcwd(), *folders]))
+            raise ConfigError("imports", module, f"an importable module ({exc}; looked in {where} and the "
+                              "installed packages)") from exc
         except RegistrationError as exc:
             raise ConfigError("imports", module, f"a module whose components can be registered ({exc})") from exc
         except SystemExit as exc:  # sys.exit() at import: the command would end there, with its code, doing nothing

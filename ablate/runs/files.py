@@ -82,7 +82,8 @@ def best_checkpoint(run_dir: str | Path) -> Path:
     return checkpoints_dir(run_dir) / BEST_CHECKPOINT
 
 
-NOT_IDENTITY = ("output_dir", "wandb", "trainer.threads")  # where a run is written, how it is logged, its CPU threads
+NOT_IDENTITY = ("output_dir", "wandb", "trainer.threads", "paths")  # where a run is written, how it is logged, its CPU
+# threads, the folders its relative paths were found in (ablate.paths: the paths themselves stay as written)
 # Keys that are no identity at their default: trainer.fuse null leaves it to the pool, and hashes stay what they were;
 # true and false are asked for (a fused run draws its dropout masks from the array's stream: another run than a solo).
 # trainer.attention_kernel: flex is identity as trainer.compile is (another kernel, other rounding); sdpa, the
@@ -235,10 +236,10 @@ def read_result(run_dir: Path) -> dict[str, Any] | None:
 
 
 def resume_command(run_dir: Path) -> str:
-    """The command that resumes the run in ``run_dir`` from the folder it is named from (its ``config.yaml`` holds
-    its resolved config, its imports included, but not always its folder: ``output_dir`` is null in a run that
-    ``ablate train`` named itself, and relative paths are relative to where it was launched)."""
-    run_dir = Path(run_dir)
+    """The command that resumes the run in ``run_dir``, from any folder: its ``config.yaml`` and folder, absolute (the
+    config holds its resolved config, its imports and the folders they and its data were found in, ``paths``, but not
+    always its folder: ``output_dir`` is null in a run that ``ablate train`` named itself)."""
+    run_dir = Path(os.path.abspath(run_dir))
     return f"ablate train {shlex.quote(str(config_path(run_dir)))} {shlex.quote(f'output_dir={run_dir}')}"
 
 

@@ -78,7 +78,7 @@ def run_config(sweep: Sweep, overrides: list[str], run_dir: Path | None, extra: 
     source = str(sweep.path)
     layers = [(source, sweep.base_overrides), (COMMAND_LINE, extra), (source, overrides), (INTERNAL, tail)]
     try:
-        cfg = load_config(sweep.base_config, layers=layers, source=source)
+        cfg = load_config(sweep.base_config, layers=layers, source=source, layer_imports=[(source, sweep.imports)])
     except ConfigError as err:
         raise err.at(source) from None
     if run_dir is not None and cfg.logger == Logger.wandb:
@@ -195,7 +195,8 @@ def base_config(sweep: Sweep) -> dict[str, Any] | None:
     changed its runs' identities (a base override, the base config file, ``imports``). None when it does not load
     without the command line's overrides."""
     _, point = _base_point(sweep)
-    key = json.dumps([str(sweep.path), str(sweep.base_config), sweep.base_overrides, point.values], sort_keys=True,
+    key = json.dumps([str(sweep.path), str(sweep.base_config), sweep.base_overrides, sweep.imports, point.values],
+                     sort_keys=True,
                      default=str)
     if key not in _BASE_CONFIGS:
         try:

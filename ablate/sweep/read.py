@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ablate.paths import find_file
 from ablate.errors import COMMAND_LINE, ConfigError, check_name
 from ablate.runs.metrics import EVALUATED, allowed, default_metric, known
 from ablate.stats.design import GOALS
@@ -18,7 +19,7 @@ from ablate.sweep.params import Param, flatten
 from ablate.sweep.spec import DEFAULT_VARIANT, Sweep, _row_values, _short, _yaml_value
 from ablate.yamlio import load_yaml_file
 
-ABLATE_KEYS = {"base", "rows", "ladder", "sampler_seed", "match", "evaluate", "decide", "slurm"}
+ABLATE_KEYS = {"base", "rows", "ladder", "sampler_seed", "match", "evaluate", "decide", "slurm", "imports"}
 W_AND_B_KEYS = {"name", "description", "method", "metric", "parameters", "run_cap", "early_terminate", "project",
                 "entity", "controller", "program", "command", "job", "image_uri", "scheduler", "apiVersion", "kind",
                 "metrics"}
@@ -58,12 +59,20 @@ def _parse_base(base: Any, root: Path, source: str) -> tuple[Path | None, list[s
         raise ConfigError("base.overrides", overrides, "a list of key=value strings, or a mapping of keys to values",
                           source)
     config = base.get("config")
-    return (_resolve(root, config) if config else None), [str(o) for o in overrides]
+    if config is not None and not isinstance(config, str):
+        raise ConfigError("base.config", config, "a config path (e.g. configs/default.yaml)", source)
+    found = find_file(config, root, key="base.config", source=source) if config else None
+    return found, [str(o) for o in overrides]
 
 
-def _resolve(root: Path, path: str) -> Path:
-    """A path in a sweep file is relative to the current folder if it exists there, else to the file."""
-    return Path(path) if Path(path).exists() else root / path
+def _parse_imports(spec: Any, source: str) -> list[str]:
+    """``imports: [my_parts, ...]``: modules every run imports (they register components), found beside the file."""
+    modules = [spec] if isinstance(spec, str) else spec
+    if modules is None:
+        return []
+    if not isinstance(modules, list) or not all(isinstance(m, str) and m for m in modules):
+        raise ConfigError("imports", spec, "a module name, or a list of them (imports: [my_parts])", source)
+    return list(modules)
 
 
 def _parse_rows(rows: Any, source: str, key: str = "rows") -> list[dict[str, Any]]:
@@ -280,6 +289,7 @@ def load_sweep(path: str | Path) -> Sweep:
                   project=raw.get("project"), entity=raw.get("entity"),
                   decide=parse_decide(raw.get("decide"), source),
                   slurm=SlurmSettings.parse(raw.get("slurm"), source),
+                  imports=_parse_imports(raw.get("imports"), source),
                   ignored=[k for k in NOT_HONOURED if k in raw], raw=raw)
     check_sequential(sweep)
     check_judged(sweep)

@@ -6,7 +6,8 @@
     metric: {name: val/loss, goal: minimize, target: 1.5}   # target: no new run once one reaches it
     early_terminate: {type: hyperband, min_iter: 2, eta: 2}  # W&B's rule, applied by the local pool
     project: ablate                    # the W&B project (and entity) of every run
-    base: configs/transformer_base.yaml   # or {config: ..., overrides: [key=value, ...]}
+    base: configs/transformer_base.yaml   # or {config: ..., overrides: [...]}: beside this file, else ablate's own
+    imports: [my_parts]                # modules every run imports (they register components), beside this file
     rows:                              # paired variants: keys that change together, one row each
       - {name: base}
       - {name: "h=1", model.n_heads: 1, model.d_k: 512, model.d_v: 512}
@@ -93,6 +94,7 @@ class Sweep:
     entity: str | None = None
     decide: Decide = Decide()  # how rows are compared with the base: margin, sequential seeds, alpha
     slurm: SlurmSettings = SlurmSettings()  # what each job asks Slurm for, with --backend slurm
+    imports: list[str] = field(default_factory=list)  # modules every run imports, found beside the sweep file
     ignored: list[str] = field(default_factory=list)  # W&B keys present that ablate does not honour
     raw: dict[str, Any] = field(default_factory=dict)
 

@@ -4,6 +4,7 @@ submitit and sbatch are given (no cluster needed)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -63,8 +64,8 @@ def test_the_relaunch_command_repeats_the_slurm_options():
                               cpus_per_run=None, partition="gpu", account=None, qos=None, mem_per_run=None,
                               time_limit=30, max_jobs=None, sbatch=["--constraint=a100"], retry_failed=False,
                               change_design=False)
-    assert relaunch_command(args) == ("ablate sweep s.yaml --backend slurm --gpus-per-run 1.0 --partition gpu "
-                                      "--time-limit 30 --sbatch=--constraint=a100")
+    assert relaunch_command(args) == (f"ablate sweep {Path.cwd() / 's.yaml'} --backend slurm --gpus-per-run 1.0 "
+                                      "--partition gpu --time-limit 30 --sbatch=--constraint=a100")
 
 
 def test_the_time_limits_warning_leaves_the_job_time_to_start(tmp_path):

@@ -99,17 +99,20 @@ def test_a_signal_saves_where_the_run_stands_and_the_printed_command_resumes_it_
     step = result["step"]
     assert result["status"] == "interrupted" and result["interrupted_by"] == sig.name and 10 <= step < STEPS
     assert _step(tmp_path / "run" / "checkpoints" / "last.ckpt") == step  # saved where it stood, not at step 10
-    resume = f"ablate train {shlex.quote(str(Path('run') / 'config.yaml'))} output_dir=run"
+    run = tmp_path / "run"  # the command names it absolute: it resumes the run from any folder
+    resume = f"ablate train {shlex.quote(str(run / 'config.yaml'))} {shlex.quote(f'output_dir={run}')}"
     assert lines[0] == (f"ablate: interrupted by {sig.name} at step {step}, saved in "
                         f"{Path('run') / 'checkpoints' / 'last.ckpt'}; resume with: {resume}")
     # The same folder under another config is refused, and that refusal names the same command.
     other = ablate_here("train", *ARGS, "train.max_steps=400", "output_dir=run", cwd=tmp_path)
     assert other.returncode == 2 and other.stderr.strip().endswith(f"resume that run with: {resume}"), other.stderr
-    again = _run(resume, cwd=tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    again = _run(resume, cwd=elsewhere)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert again.stdout.strip().splitlines()[-1] == "run" and not (tmp_path / "runs").exists()  # there, not anew
+    assert again.stdout.strip().splitlines()[-1] == str(run) and not (elsewhere / "runs").exists()  # there, not anew
     resumed = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert resumed["resumed_from"] == str(Path("run") / "checkpoints" / "last.ckpt")
+    assert resumed["resumed_from"] == str(run / "checkpoints" / "last.ckpt")
     assert resumed["resumed_exactly"] is True and EPOCH_WARNING not in again.stderr  # exact: no such warning
     _assert_same_run(whole, tmp_path / "run")
     log = (tmp_path / "run" / "train.log").read_text()
