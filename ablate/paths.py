@@ -7,7 +7,8 @@ A study lives where the researcher keeps it, so a relative path means the same w
                              data.path: ../data/corpus    -> study/data/corpus, else <shipped>/../data/corpus
                              imports: [my_parts]          -> study/configs/my_parts.py (its folder on the import path)
 
-A path given on the command line is looked for in the current folder, then the shipped folder. The shipped folder
+A path given on the command line is looked for in the current folder, then the shipped folder; any other, last, in
+the current folder too (where it alone was looked for before). The shipped folder
 is the one holding ablate's ``configs/`` and ``experiments/``: the clone's root for a checkout or ``pip install -e .``,
 else ``<sys.prefix>/share/ablate`` (where a wheel puts them: ``[tool.setuptools.data-files]``). A file that is in
 none of these is one line naming the key, the value and every folder looked in.
@@ -51,10 +52,13 @@ def folder_of(source: str | Path | None) -> Path | None:
 
 def search_path(folder: Path | None) -> list[Path]:
     """The folders a relative path is looked for in, in order, absolute: ``folder`` (the naming file's), then the
-    shipped folder."""
+    shipped folder, then the current folder, last (where such a path was looked for alone before: a W&B agent's
+    copy of a sweep file, written into the sweep's folder, still finds what it found)."""
     out = [Path(os.path.abspath(folder))] if folder is not None else []
-    root = shipped_root()
-    return out + ([root] if root is not None and root not in out else [])
+    for extra in (shipped_root(), Path.cwd()):
+        if extra is not None and extra not in out:
+            out.append(extra)
+    return out
 
 
 def looked_in(folders: Iterable[Path]) -> str:

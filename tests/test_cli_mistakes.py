@@ -236,7 +236,7 @@ MISTAKES = [
     (["sweep", "bomb.yaml"], "its aliases expand to more than 100,000 values"),
     (["sweep", "overrides.yaml"], "base.overrides='train.max_steps=3' is not allowed; expected a list of key=value"),
     (["sweep", "nobase.yaml", "--dry-run"],
-     "nobase.yaml: config='configs/nope.yaml' is not allowed; expected an existing"),
+     "nobase.yaml: base.config='configs/nope.yaml' is not allowed; expected an existing YAML file (looked in "),
     (["sweep", "abspath.yaml"], "name='/tmp/x' is not allowed; expected a name, not a path"),
     (["train", "name=../../x"], "name='../../x' is not allowed; expected a name, not a path"),
     (["describe", "configs/default.yaml", "name=${nope}"], "expected an interpolation that resolves"),

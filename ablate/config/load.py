@@ -92,7 +92,7 @@ def load_config(
     added = [(str(m), source) for source, modules in layer_imports for m in modules]
     added += [(str(m), COMMAND_LINE) for m in imports]
     folders = _import_folders(files, [*named, *added])
-    _announce([*named, *added])
+    _announce([*named, *((m, s) for m, s in added if s != COMMAND_LINE)])  # --import is the user's own word
     try:
         import_modules(dict.fromkeys(m for m, _ in [*named, *added]), folders)
     except ConfigError as err:

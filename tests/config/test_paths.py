@@ -36,10 +36,11 @@ def elsewhere(tmp_path, monkeypatch) -> Path:
     return folder
 
 
-def test_the_search_path_is_the_naming_files_folder_then_the_shipped_folder(tmp_path):
+def test_the_search_path_is_the_naming_files_folder_then_the_shipped_folder(tmp_path, elsewhere):
     assert shipped_root() == REPO  # a checkout (and pip install -e .): the clone's root holds configs/, experiments/
-    assert search_path(tmp_path) == [tmp_path, REPO]
-    assert search_path(None) == [REPO]
+    assert search_path(tmp_path) == [tmp_path, REPO, elsewhere]  # the current folder last, as before
+    assert search_path(None) == [REPO, elsewhere]
+    assert search_path(elsewhere) == [elsewhere, REPO]
 
 
 def test_a_sweep_file_outside_the_clone_names_a_shipped_config_by_name(tmp_path, elsewhere):
@@ -61,7 +62,7 @@ def test_a_missing_base_config_names_the_key_and_every_folder_looked_in(tmp_path
     message = str(err.value)
     assert err.value.key == "base.config" and "\n" not in message
     assert message == (f"{sweep}: base.config='configs/nope.yaml' is not allowed; expected an existing YAML file "
-                       f"(looked in {study}, {REPO})")
+                       f"(looked in {study}, {REPO}, {elsewhere})")
 
 
 def test_a_missing_config_on_the_command_line_names_the_current_folder_and_the_shipped_one(elsewhere):
@@ -83,7 +84,7 @@ def test_defaults_are_relative_to_the_config_then_the_shipped_folder(tmp_path, e
     with pytest.raises(ConfigError) as err:
         load_config(broken)
     assert str(err.value) == (f"{broken}: defaults='gone.yaml' is not allowed; expected an existing YAML file "
-                              f"(looked in {configs}, {REPO})")
+                              f"(looked in {configs}, {REPO}, {elsewhere})")
 
 
 def _lm_config(path: Path, data_path: str) -> Path:
@@ -98,7 +99,7 @@ def test_a_relative_data_path_is_found_beside_the_config_that_sets_it(tmp_path, 
     _write(study / "data" / "text.txt", "to be or not to be\nthat is the question\n")
     cfg = load_config(_lm_config(study / "configs" / "lm.yaml", "../data/text.txt"))
     assert cfg.data.path == "../data/text.txt"  # as written: the run's identity keeps it
-    assert list(cfg.paths.data) == [str(study / "configs"), str(REPO)]
+    assert list(cfg.paths.data) == [str(study / "configs"), str(REPO), str(elsewhere)]
     assert build_task(cfg).cfg.path == str(study / "configs" / "../data/text.txt")
 
 
@@ -115,7 +116,7 @@ def test_a_data_path_in_no_folder_names_the_key_and_the_folders(tmp_path, elsewh
     with pytest.raises(ConfigError) as err:
         build_task(cfg)
     assert str(err.value) == ("data.path='../data/none.txt' is not allowed; expected an existing file or folder "
-                              f"(looked in {configs}, {REPO})")
+                              f"(looked in {configs}, {REPO}, {elsewhere})")
 
 
 def test_a_runs_config_yaml_keeps_the_folders_it_recorded(tmp_path, elsewhere):

@@ -34,7 +34,7 @@ def test_a_command_line_sweep_is_kept_as_a_sweep_file_and_relaunched_from_it(tmp
     assert kept["parameters"] == {"seed": {"values": [0, 1]}} and kept["decide"] == {"margin": 0.1}
     assert kept["base"] == {"config": CONFIG}
     line = next(x for x in first.stderr.splitlines() if x.startswith("ablate: the sweep file:"))
-    assert f"ablate sweep sweeps/heads/sweep.yaml {' '.join(FAST)}" in line
+    assert f"ablate sweep {sweep_dir / 'sweep.yaml'} {' '.join(FAST)} --out {sweep_dir})" in line  # from any folder
     assert run_statuses(sweep_dir) == ["finished"] * 4
     again = ablate_here("sweep", "sweeps/heads/sweep.yaml", *FAST, cwd=tmp_path)
     assert again.returncode == 0, again.stderr

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import TINY
 from tests.sweep.conftest import FAST, plan_of, run_statuses
 
 pytestmark = pytest.mark.slow
@@ -102,3 +103,38 @@ def test_a_study_outside_the_clone_is_launched_stopped_and_resumed_from_another_
     assert run_statuses(sweep_dir) == ["finished", "finished"]
     assert _ids(sweep_dir) == planned  # the same runs: launched from the study, resumed from elsewhere
     assert not (elsewhere / "sweeps").exists()
+
+
+def test_a_stopped_ablate_train_of_a_study_config_resumes_as_printed_from_another_folder(tmp_path):
+    """``ablate train`` of a study's config, whose module is beside it, stopped by Ctrl-C's signal: its printed
+    command resumes it from another folder, the module found from what the run recorded."""
+    configs = tmp_path / "study" / "configs"
+    configs.mkdir(parents=True)
+    (configs / "study_parts.py").write_text(PARTS)
+    (configs / "tiny.yaml").write_text(textwrap.dedent("""\
+        defaults: [configs/default.yaml]
+        imports: [study_parts]
+        model: {ffn: study_tanh}
+        train: {max_steps: 40, val_every: 10}
+        """))
+    env = _env(tmp_path)
+    proc = subprocess.Popen(["ablate", "train", "configs/tiny.yaml", *TINY, "train.log_every=5", "output_dir=run",
+                             "trainer.enable_progress_bar=false", "logger=none"], cwd=configs.parent, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = configs.parent / "run"
+    deadline = time.monotonic() + 300
+    while not (run / "progress.json").is_file() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 128 + signal.SIGINT, err[-3000:]
+    command = err.strip().splitlines()[-1].split("resume with: ", 1)[1]
+    assert command == f"ablate train {shlex.quote(str(run / 'config.yaml'))} {shlex.quote(f'output_dir={run}')}"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    again = subprocess.run(["bash", "-c", command], cwd=elsewhere, env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    result = json.loads((run / "result.json").read_text())
+    assert result["status"] == "finished" and result["resumed_from"] == str(run / "checkpoints" / "last.ckpt")
