@@ -25,7 +25,8 @@ from ablate.sweep.memory import training_bytes
 from ablate.sweep.plan import (Planner, PlannedRun, default_sweep_dir, factor_record, factorial_of, read_planned,
                                run_config, write_plan)
 from ablate.sweep.progress import start_note
-from ablate.sweep.projection import Projection, probing_on, projection_lines, write_projection
+from ablate.runs.projection import Projection, write_projection
+from ablate.sweep.projection import probing_on, projection_lines
 from ablate.sweep.relaunch import check_relaunch
 from ablate.sweep.queue import BayesQueue, RunQueue, StreamQueue
 from ablate.sweep.arrays import Fusing, arrays_of, fusing, processes_per_gpu, read_groups, seeds_note

@@ -28,7 +28,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ablate.runs.files import variant_hash
-from ablate.sweep.projection import Projection, RunCost, project
+from ablate.runs.projection import Projection, RunCost
+from ablate.sweep.projection import project
 
 WARMUP_STEPS = 1  # untimed: the first step allocates and fills caches
 TIMED_STEPS = 3

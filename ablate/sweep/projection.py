@@ -12,7 +12,7 @@ to start) and its most (every row to ``max_seeds``): each later look adds one se
 starts only once the look before has ended, so the most is the first look's makespan plus one per later look of a
 seed of every variant. A fixed design's fewest and most are the same runs.
 
-The launch writes the projection to ``<sweep>/projection.json`` (:func:`write_projection`); the report sets it
+The launch writes the projection to ``<sweep>/projection.json`` (:func:`ablate.runs.projection.write_projection`); the report sets it
 against the runs' recorded wall times (:mod:`ablate.report.cost`). ``--no-probe`` or ``ABLATE_PROBE=off`` (the test
 suite's default, :data:`PROBE_ENV`) skips the probe, and with it the projection.
 """
@@ -21,40 +21,18 @@ from __future__ import annotations
 
 import heapq
 import os
-import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, Sequence
+from dataclasses import asdict
+from typing import Sequence
 
-from ablate.runs.files import read_json, write_json
-from ablate.runs.sweep_folder import projection_path
+from ablate.runs.projection import PARTS, Projection, RunCost, duration
 
 PROBE_ENV = "ABLATE_PROBE"  # "off" (or 0, false, no): the dry run and the launch probe nothing, project nothing
 OFF_WORDS = ("off", "0", "false", "no")
-PARTS = ("train", "validate", "evaluate", "other")  # a run's seconds: other is its setup and checkpoint writes
 
 
 def probing_on() -> bool:
     """Whether a launch probes by default: unless :data:`PROBE_ENV` says off."""
     return os.environ.get(PROBE_ENV, "on").strip().lower() not in OFF_WORDS
-
-
-@dataclass(frozen=True)
-class RunCost:
-    """One run's projected seconds, by part: training steps, validations, the ``evaluate:`` decode, and the rest
-    (building the model and data, writing checkpoints)."""
-
-    train: float = 0.0
-    validate: float = 0.0
-    evaluate: float = 0.0
-    other: float = 0.0
-
-    @property
-    def total(self) -> float:
-        return self.train + self.validate + self.evaluate + self.other
-
-    def __add__(self, other: RunCost) -> RunCost:
-        return RunCost(*(getattr(self, p) + getattr(other, p) for p in PARTS))
 
 
 def job_seconds(members: Sequence[RunCost]) -> float:
@@ -76,31 +54,6 @@ def makespan(durations: Sequence[float], workers: int) -> float:
     for d in sorted(durations, reverse=True):
         heapq.heapreplace(loads, loads[0] + d)
     return max(loads)
-
-
-@dataclass(frozen=True)
-class Projection:
-    """A sweep's projected wall time on this machine's ``workers``: its fewest runs (the runs to start) and, under a
-    sequential design, its most; each with its run-seconds by part (:data:`PARTS`)."""
-
-    workers: int
-    runs: int
-    seconds: float
-    parts: dict[str, float]
-    most_runs: int | None = None
-    most_seconds: float | None = None
-    most_parts: dict[str, float] | None = None
-    shapes: dict[str, dict[str, float]] = field(default_factory=dict)  # variant -> its one run's RunCost
-    probe_seconds: float = 0.0
-    device: str = "cpu"
-    launched_at: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Projection:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 def _parts(costs: Sequence[RunCost]) -> dict[str, float]:
@@ -131,14 +84,6 @@ def project(jobs: Sequence[Sequence[str]], costs: dict[str, RunCost], workers: i
                          "most_parts": _parts(flat + look * later_looks)})
 
 
-def duration(seconds: float) -> str:
-    """Seconds as the dry run prints them: ``95 s``, ``754 s (12.6 min)``, ``9000 s (2.5 h)``."""
-    text = f"{seconds:.0f} s"
-    if seconds >= 2 * 3600:
-        return f"{text} ({seconds / 3600:.1f} h)"
-    return f"{text} ({seconds / 60:.1f} min)" if seconds >= 120 else text
-
-
 def _breakdown(parts: dict[str, float]) -> str:
     names = {"train": "training", "validate": "validation", "evaluate": "evaluate", "other": "setup+checkpoints"}
     return ", ".join(f"{names[p]} {parts[p]:.0f} s" for p in PARTS)
@@ -154,20 +99,3 @@ def projection_lines(p: Projection) -> list[str]:
         lines.append(f"  {p.most_runs} runs at most: {duration(p.most_seconds)} (run-seconds: "
                      f"{_breakdown(p.most_parts)})")
     return lines
-
-
-def write_projection(sweep_dir: Path, p: Projection) -> None:
-    """Record the first launch's projection (atomically); a relaunch keeps it: the report compares the whole sweep."""
-    path = projection_path(sweep_dir)
-    if not path.is_file():
-        write_json(path, {**p.to_json(), "launched_at": p.launched_at or time.time()})
-
-
-def read_projection(sweep_dir: Path) -> Projection | None:
-    """The recorded projection, or None when the launch made none (or the file is not as written)."""
-    path = projection_path(sweep_dir)
-    data = read_json(path) if path.is_file() else None
-    try:
-        return Projection.from_json(data) if isinstance(data, dict) else None
-    except TypeError:
-        return None
