@@ -229,8 +229,21 @@ def dry_run_notes(sweep: Sweep, sweep_dir: Path, planner: Planner, runs: list[Pl
     groups = arrays_of(todo, every, config_of, rule, len(where), sweep_dir)
     lines += seeds_note(groups, rule, config_of, later_looks=bool(sweep.decide.max_seeds))
     if probe and cluster is None and groups:
-        lines += ["", *projection_lines(sweep_projection(sweep, groups, config_of, where))]
+        lines += ["", *projected(lambda: sweep_projection(sweep, groups, config_of, where))]
     return lines
+
+
+def projected(make: Callable[[], Projection], record: Callable[[Projection], None] = lambda p: None) -> list[str]:
+    """The projection's lines (:func:`ablate.sweep.projection.projection_lines`) of the projection ``make`` probes,
+    ``record``-ed; a probe that fails (a shape that does not build or fit here) is one line saying so, and the sweep
+    goes on: a projection is advice, never a reason to refuse a launch."""
+    try:
+        projection = make()
+    except Exception as exc:  # noqa: BLE001  (whatever the probe's build or step raised: it is named)
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return [f"no projected wall time: the probe failed ({type(exc).__name__}: {first}); --no-probe skips it"]
+    record(projection)
+    return projection_lines(projection)
 
 
 def sweep_projection(sweep: Sweep, groups: list[list[PlannedRun]], config_of: Callable[[PlannedRun], Any],
@@ -258,11 +271,11 @@ def record_projection(sweep: Sweep, sweep_dir: Path, runs: Runs, todo: Runs, whe
     def config_of(run: PlannedRun):
         return run_config(sweep, run.overrides, sweep_dir / run.run_dir, extra, run.labels)
 
-    projection = sweep_projection(sweep, arrays_of(todo, runs, config_of, rule, len(where), sweep_dir), config_of,
-                                  where)
-    print("\n".join(projection_lines(projection)), file=sys.stderr)
-    write_projection(sweep_dir, replace(projection, launched_at=time.time()))  # the runs start now: the actual's
-    # elapsed is counted from here
+    lines = projected(lambda: sweep_projection(sweep, arrays_of(todo, runs, config_of, rule, len(where), sweep_dir),
+                                               config_of, where),
+                      # the runs start now: the actual's elapsed is counted from here
+                      lambda projection: write_projection(sweep_dir, replace(projection, launched_at=time.time())))
+    print("\n".join(lines), file=sys.stderr)
 
 
 def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: int, dry_run: bool,

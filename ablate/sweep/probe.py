@@ -168,6 +168,8 @@ def probe_sweep(jobs: list[list[Any]], config_of: Callable[[Any], DictConfig], e
         if key not in by_hash:
             by_hash[key] = probe_run(cfg, evaluate, threads=threads, device=device)
         costs[run.variant] = by_hash[key]
+    if device.startswith("cuda"):  # the launcher lives on beside the runs: the probes' memory is theirs
+        torch.cuda.empty_cache()
     return project([[r.variant for r in job] for job in jobs], costs, workers, later_looks=later_looks,
                    probe_seconds=time.perf_counter() - start, device=device)
 

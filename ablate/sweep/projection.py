@@ -12,9 +12,9 @@ to start) and its most (every row to ``max_seeds``): each later look adds one se
 starts only once the look before has ended, so the most is the first look's makespan plus one per later look of a
 seed of every variant. A fixed design's fewest and most are the same runs.
 
-The launch writes the projection to ``<sweep>/projection.json`` (:func:`ablate.runs.projection.write_projection`); the report sets it
-against the runs' recorded wall times (:mod:`ablate.report.cost`). ``--no-probe`` or ``ABLATE_PROBE=off`` (the test
-suite's default, :data:`PROBE_ENV`) skips the probe, and with it the projection.
+The launch writes the projection to ``<sweep>/projection.json`` (:func:`ablate.runs.projection.write_projection`);
+the report sets it against the runs' recorded wall times (:mod:`ablate.report.cost`). ``--no-probe`` or
+``ABLATE_PROBE=off`` (the test suite's default, :data:`PROBE_ENV`) skips the probe, and with it the projection.
 """
 
 from __future__ import annotations

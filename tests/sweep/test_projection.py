@@ -190,3 +190,36 @@ def test_a_sweep_launched_without_a_probe_reports_no_cost(tmp_path):
     done = ablate_here("sweep", str(path), "--workers", "1", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert not (tmp_path / "sweeps" / "q" / "projection.json").exists() and "cost:" not in done.stdout
+
+
+def test_the_dry_run_packs_seed_arrays_as_one_job_each_and_probes_a_variant_once(tmp_path, monkeypatch):
+    monkeypatch.setenv(PROBE_ENV, "on")
+    probed = []
+    monkeypatch.setattr(probe, "probe_run", lambda cfg, evaluate, **kw: (probed.append(cfg.seed),
+                                                                          RunCost(train=10, other=2))[1])
+    path = _sequential(tmp_path)
+    alone = ablate_here("sweep", str(path), "--dry-run", "--workers", "1", "--fuse", "off", cwd=tmp_path)
+    assert alone.returncode == 0, alone.stderr
+    assert len(probed) == 2  # two variants, two seeds each: one probe a variant
+    # four runs of 12 s in turn; then two later looks (max_seeds 4 - 2 seeds), each a seed of both variants
+    assert "  4 runs to start: 48 s (run-seconds: training 40 s, validation 0 s, evaluate 0 s, " \
+           "setup+checkpoints 8 s)" in alone.stdout
+    assert "  8 runs at most: 96 s (run-seconds: training 80 s" in alone.stdout
+    fused = ablate_here("sweep", str(path), "--dry-run", "--workers", "1", "--fuse", "on", cwd=tmp_path)
+    assert "base: fused, 1 array of 2 seeds" in fused.stdout, fused.stdout
+    assert "  4 runs to start: 44 s" in fused.stdout  # two arrays, each set up once: 2 + 2 x 10
+    assert "  8 runs at most: 92 s" in fused.stdout
+    two = ablate_here("sweep", str(path), "--dry-run", "--workers", "2", "--fuse", "off", cwd=tmp_path)
+    assert "  4 runs to start: 24 s" in two.stdout and "  8 runs at most: 48 s" in two.stdout
+
+
+def test_a_probe_that_fails_is_one_line_and_the_dry_run_goes_on(tmp_path, monkeypatch):
+    monkeypatch.setenv(PROBE_ENV, "on")
+
+    def fails(cfg, evaluate, **kw):
+        raise RuntimeError("CUDA out of memory.\nmore")
+    monkeypatch.setattr(probe, "probe_run", fails)
+    dry = ablate_here("sweep", str(_sequential(tmp_path)), "--dry-run", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert "no projected wall time: the probe failed (RuntimeError: CUDA out of memory.); --no-probe skips it" \
+        in dry.stdout and "Traceback" not in dry.stderr
