@@ -4,7 +4,9 @@ launch writes (:mod:`ablate.sweep.projection`) and the report reads (:mod:`ablat
     <sweep_dir>/projection.json   workers, device, runs and seconds (the runs to start), most_runs and most_seconds
                                   (a sequential design's most; null for a fixed one), parts and most_parts (their
                                   run-seconds by part: train, validate, evaluate, other), shapes (each variant's one
-                                  run, by part), probe_seconds, launched_at (when its runs started, Unix seconds)
+                                  run, by part), probe_seconds, launched_at (when its runs started, Unix seconds),
+                                  load (the load average per usable core while the probe ran), shared (workers'
+                                  threads per core: the factor the probe's seconds were multiplied by)
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ class RunCost:
     def __add__(self, other: RunCost) -> RunCost:
         return RunCost(*(getattr(self, p) + getattr(other, p) for p in PARTS))
 
+    def times(self, factor: float) -> RunCost:
+        """Every part ``factor`` times as long."""
+        return RunCost(*(getattr(self, p) * factor for p in PARTS))
+
 
 @dataclass(frozen=True)
 class Projection:
@@ -54,6 +60,8 @@ class Projection:
     probe_seconds: float = 0.0
     device: str = "cpu"
     launched_at: float | None = None
+    load: float | None = None  # the load average over the cores usable, as the probe ran (over 1: they were shared)
+    shared: float = 1.0  # how many workers' threads share each core (more than 1: each run slows by as much)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

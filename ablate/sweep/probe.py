@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from ablate.runs.files import variant_hash
 from ablate.runs.projection import Projection, RunCost
 from ablate.sweep.projection import project
+from ablate.train.threads import usable_cores
 
 WARMUP_STEPS = 1  # untimed: the first step allocates and fills caches
 TIMED_STEPS = 3
@@ -170,8 +171,11 @@ def probe_sweep(jobs: list[list[Any]], config_of: Callable[[Any], DictConfig], e
         costs[run.variant] = by_hash[key]
     if device.startswith("cuda"):  # the launcher lives on beside the runs: the probes' memory is theirs
         torch.cuda.empty_cache()
+    cores = usable_cores()
+    load = os.getloadavg()[0] / cores if hasattr(os, "getloadavg") else None
+    shared = workers * threads / cores if device == "cpu" else 1.0  # a slot has at least one thread, however few cores
     return project([[r.variant for r in job] for job in jobs], costs, workers, later_looks=later_looks,
-                   probe_seconds=time.perf_counter() - start, device=device)
+                   probe_seconds=time.perf_counter() - start, device=device, load=load, shared=shared)
 
 
 @torch.no_grad()

@@ -28,6 +28,7 @@ from ablate.runs.projection import PARTS, Projection, RunCost, duration
 
 PROBE_ENV = "ABLATE_PROBE"  # "off" (or 0, false, no): the dry run and the launch probe nothing, project nothing
 OFF_WORDS = ("off", "0", "false", "no")
+BUSY = 1.2  # a load average per core above this while probing: other work shared the cores, and slowed the probe
 
 
 def probing_on() -> bool:
@@ -62,19 +63,23 @@ def _parts(costs: Sequence[RunCost]) -> dict[str, float]:
 
 
 def project(jobs: Sequence[Sequence[str]], costs: dict[str, RunCost], workers: int, *, later_looks: int = 0,
-            probe_seconds: float = 0.0, device: str = "cpu") -> Projection:
+            probe_seconds: float = 0.0, device: str = "cpu", load: float | None = None,
+            shared: float = 1.0) -> Projection:
     """The projection of ``jobs`` (each the variants of its runs: one for a run alone, several for a seed array) on
     ``workers``, and, with ``later_looks`` (a sequential design's looks after the first), its most runs.
 
     Args:
-        costs: each variant's one run (:func:`ablate.sweep.probe.probe_run`).
+        costs: each variant's one run (:func:`ablate.sweep.probe.probe_run`), alone on its slot's threads.
+        shared: the workers' threads per core (above 1: the cores are oversubscribed and every run is as many times
+            slower than it was alone; each run's cost is multiplied by it).
     """
+    costs = {v: c.times(max(1.0, shared)) for v, c in costs.items()}
     first = [[costs[v] for v in job] for job in jobs]
     seconds = makespan([job_seconds(job) for job in first], workers)
     flat = [c for job in first for c in job]
     projection = Projection(workers=workers, runs=len(flat), seconds=seconds, parts=_parts(flat),
                             shapes={v: asdict(c) for v, c in costs.items()}, probe_seconds=probe_seconds,
-                            device=device)
+                            device=device, load=load, shared=max(1.0, shared))
     if not later_looks:
         return projection
     variants = list(dict.fromkeys(v for job in jobs for v in job))
@@ -98,4 +103,10 @@ def projection_lines(p: Projection) -> list[str]:
     if p.most_runs is not None and p.most_seconds is not None and p.most_parts is not None:
         lines.append(f"  {p.most_runs} runs at most: {duration(p.most_seconds)} (run-seconds: "
                      f"{_breakdown(p.most_parts)})")
+    if p.shared > 1:
+        lines.append(f"  the workers' threads share the cores, {p.shared:g} a core: each run's probed time is "
+                     f"{p.shared:g}x what it took alone (--workers fewer, or more cores)")
+    if p.load is not None and p.load > BUSY:
+        lines.append(f"  probed while the cores were shared (load average {p.load:.1f} a core): the runs take this "
+                     "long only if other work keeps them busy")
     return lines

@@ -17,8 +17,8 @@ import torch
 import ablate
 from ablate.data import build_task
 from ablate.runs.projection import RunCost, duration
-from ablate.sweep import probe
-from ablate.sweep.projection import PROBE_ENV, job_seconds, makespan, probing_on, project
+from ablate.sweep import probe, slots
+from ablate.sweep.projection import PROBE_ENV, job_seconds, makespan, probing_on, project, projection_lines
 from tests.conftest import REPO, TINY, TRANSLATION
 from tests.sweep.conftest import FAST, ablate_here, plan_of, sweep_file
 
@@ -209,8 +209,15 @@ def test_the_dry_run_packs_seed_arrays_as_one_job_each_and_probes_a_variant_once
     assert "base: fused, 1 array of 2 seeds" in fused.stdout, fused.stdout
     assert "  4 runs to start: 44 s" in fused.stdout  # two arrays, each set up once: 2 + 2 x 10
     assert "  8 runs at most: 92 s" in fused.stdout
+    def cores(n: int) -> None:  # what the pool's slots and the probe see
+        monkeypatch.setattr(probe, "usable_cores", lambda: n)
+        monkeypatch.setattr(slots, "usable_cores", lambda: n)
+    cores(2)  # two workers, a core each
     two = ablate_here("sweep", str(path), "--dry-run", "--workers", "2", "--fuse", "off", cwd=tmp_path)
     assert "  4 runs to start: 24 s" in two.stdout and "  8 runs at most: 48 s" in two.stdout
+    cores(1)  # two workers on one core: each run twice as long
+    shared = ablate_here("sweep", str(path), "--dry-run", "--workers", "2", "--fuse", "off", cwd=tmp_path)
+    assert "  4 runs to start: 48 s" in shared.stdout and "  8 runs at most: 96 s" in shared.stdout
 
 
 def test_a_probe_that_fails_is_one_line_and_the_dry_run_goes_on(tmp_path, monkeypatch):
@@ -223,3 +230,20 @@ def test_a_probe_that_fails_is_one_line_and_the_dry_run_goes_on(tmp_path, monkey
     assert dry.returncode == 0, dry.stderr
     assert "no projected wall time: the probe failed (RuntimeError: CUDA out of memory.); --no-probe skips it" \
         in dry.stdout and "Traceback" not in dry.stderr
+
+
+def test_a_projection_probed_on_busy_cores_says_so():
+    cost = {"a": RunCost(train=5)}
+    quiet, busy = (project([["a"]], cost, 1, load=load) for load in (0.9, 2.5))
+    assert not any("shared" in line for line in projection_lines(quiet))
+    assert projection_lines(busy)[-1] == ("  probed while the cores were shared (load average 2.5 a core): the runs "
+                                          "take this long only if other work keeps them busy")
+
+
+def test_workers_that_share_a_core_each_take_as_many_times_longer():
+    p = project([["a"], ["a"]], {"a": RunCost(train=10, other=2)}, 2, shared=2.0)
+    assert p.seconds == 24 and p.parts["train"] == 40 and p.shapes["a"] == {"train": 20, "validate": 0,
+                                                                            "evaluate": 0, "other": 4}
+    assert projection_lines(p)[-1] == ("  the workers' threads share the cores, 2 a core: each run's probed time is "
+                                       "2x what it took alone (--workers fewer, or more cores)")
+    assert project([["a"]], {"a": RunCost(train=10)}, 1, shared=0.5).seconds == 10  # spare cores speed nothing
