@@ -5,7 +5,7 @@ launch writes (:mod:`ablate.sweep.projection`) and the report reads (:mod:`ablat
                                   (a sequential design's most; null for a fixed one), parts and most_parts (their
                                   run-seconds by part: train, validate, evaluate, other), shapes (each variant's one
                                   run, by part), probe_seconds, launched_at (when its runs started, Unix seconds),
-                                  load (the load average per usable core while the probe ran), shared (workers'
+                                  load (the machine's load average a core while the probe ran), shared (workers'
                                   threads per core: the factor the probe's seconds were multiplied by)
 """
 
@@ -60,7 +60,7 @@ class Projection:
     probe_seconds: float = 0.0
     device: str = "cpu"
     launched_at: float | None = None
-    load: float | None = None  # the load average over the cores usable, as the probe ran (over 1: they were shared)
+    load: float | None = None  # the machine's load average a core, as the probe ran (over 1: the cores were shared)
     shared: float = 1.0  # how many workers' threads share each core (more than 1: each run slows by as much)
 
     def to_json(self) -> dict[str, Any]:

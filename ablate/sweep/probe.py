@@ -172,7 +172,7 @@ def probe_sweep(jobs: list[list[Any]], config_of: Callable[[Any], DictConfig], e
     if device.startswith("cuda"):  # the launcher lives on beside the runs: the probes' memory is theirs
         torch.cuda.empty_cache()
     cores = usable_cores()
-    load = os.getloadavg()[0] / cores if hasattr(os, "getloadavg") else None
+    load = os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else None  # the machine's
     shared = workers * threads / cores if device == "cpu" else 1.0  # a slot has at least one thread, however few cores
     return project([[r.variant for r in job] for job in jobs], costs, workers, later_looks=later_looks,
                    probe_seconds=time.perf_counter() - start, device=device, load=load, shared=shared)
