@@ -100,7 +100,8 @@ def main() -> None:
         "ablate describe configs/transformer_base.yaml": lambda r: timed(
             [*PREFIX, "describe", str(C.REPO / "configs/transformer_base.yaml")]),
         "ablate sweep experiments/quickstart.yaml --dry-run": lambda r: timed(
-            [*PREFIX, "sweep", str(C.REPO / "experiments/quickstart.yaml"), "--dry-run", "--out", f"{tmp}/dry"]),
+            [*PREFIX, "sweep", str(C.REPO / "experiments/quickstart.yaml"), "--dry-run", "--no-probe",
+             "--out", f"{tmp}/dry"]),
         "ablate train logger=none": train("logger=none"),
         "ablate train (W&B offline)": train(),
         "sweep run, fresh interpreter": pool_run(tmp, counter, fresh=True),

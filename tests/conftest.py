@@ -16,9 +16,13 @@ import pytest
 import torch
 
 from ablate.cli import main
+from ablate.sweep.projection import PROBE_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ABLATE_SHARED_DATA", REPO.parent / "shared" / "data"))
+# The suite launches hundreds of sweeps: none probes its runs' cost (ablate.sweep.projection) unless its test turns
+# probing on (tests/sweep/test_projection.py). Set here, before any test, so the sweeps' child processes inherit it.
+os.environ[PROBE_ENV] = "off"
 
 # A model small enough that a forward and backward take milliseconds; W&B off unless a test is about it.
 TINY = [

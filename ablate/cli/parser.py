@@ -41,6 +41,9 @@ def build_parser(commands: dict[str, Callable]) -> tuple[Parser, dict[str, Parse
                        help="train each variant's seeds as one fused model (a seed array): auto (default) fuses on a "
                             "GPU, as many as its memory holds, and not on a CPU; on; off; or at most N an array")
     sweep.add_argument("--dry-run", action="store_true", help="print the run matrix and run nothing")
+    sweep.add_argument("--no-probe", action="store_true",
+                       help="skip the short probe of each run shape that projects the sweep's wall time (the dry run "
+                            "prints it, the launch records it in projection.json); ABLATE_PROBE=off skips it too")
     sweep.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON (the matrix, or the "
                        "first points of an open-ended sweep)")
     sweep.add_argument("--max-runs", type=Number(1, integer=True), default=None, metavar="N",

@@ -203,7 +203,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                               runs_per_gpu=args.runs_per_gpu, dry_run=args.dry_run,
                                               retry_failed=args.retry_failed, cluster=runner, fuse=args.fuse,
                                               notes=None if args.json else notes,
-                                              change_design=args.change_design)
+                                              change_design=args.change_design,
+                                              probe=False if args.no_probe or args.json else None)
     except KeyboardInterrupt as stop:
         signum = getattr(stop, "signum", signal.SIGINT)
         if args.backend == "slurm":

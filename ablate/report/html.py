@@ -26,6 +26,7 @@ from ablate.report.text import (
     status_note,
 )
 from ablate.report.cells import format_value
+from ablate.report.cost import cost_note
 from ablate.runs.status import Status
 from ablate.stats.design import MINIMIZE
 
@@ -178,7 +179,8 @@ def render_html(report: Report) -> str:
             f'<div class="scroll">{run_table(report)}</div>\n</details>')
     body = [header(report), "<h2>Verdicts</h2>", verdicts,
             *(f'<p class="note">{escape(line)}</p>'
-              for line in [*missing_note(report), *precision_note(report), *fused_note(report), *notes(report)]),
+              for line in [*missing_note(report), *precision_note(report), *fused_note(report), *notes(report),
+                           *cost_note(report)]),
             definitions, every, effects_tables(report), "<h2>Runs</h2>",
             f'<section class="plots">\n{curves}\n{finals}\n</section>', failures(report), runs]
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'

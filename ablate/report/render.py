@@ -19,6 +19,7 @@ from ablate.report.effects import effect_cells, effect_headers, findings, trend_
 from ablate.report.table import Report, VariantRow
 from ablate.report.cells import interval_header, label, one_line
 from ablate.report.columns import displayed, verdict_titles
+from ablate.report.cost import cost_note
 from ablate.runs.sweep_folder import REPORT_DIR, REPORT_PAGE
 from ablate.report.text import design_note, fused_note, legend, notes, precision_note, status_note
 
@@ -237,7 +238,7 @@ def format_terminal(report: Report, *, wide: bool = False, colour: bool = False,
         headers = trend_headers(report)
         trends = (headers, [trend_cells(report, t) for t in report.trends], {0, len(headers) - 1})
         out += ["", fill("across sizes:"), *_fit_table(*trends, width, None if wide else headers[1:-1])]
-    prose = [*missing_note(report), *precision_note(report), *fused_note(report), *notes(report),
+    prose = [*missing_note(report), *precision_note(report), *fused_note(report), *notes(report), *cost_note(report),
              *([legend(report)] if wide else []),
              status_note(report), *(f"failed in {row.name}: {one_line(row.first_error)}"
                                     for row in report.variants if row.n_failed)]

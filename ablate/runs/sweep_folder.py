@@ -6,6 +6,7 @@ and the CLI ask (a run folder's names are :mod:`ablate.runs.files`'; ``plan.json
         plan.json                   every planned run (ablate.runs.plan)
         runs/<id>/                  one run folder per planned run (ablate.runs.files)
         arrays.json                 which runs train together as seed arrays, recorded before any starts
+        projection.json             the wall time the first launch projected (ablate.sweep.projection)
         arrays/<hash>/              a seed array's own checkpoint; arrays/<first id>+<others>.log its output
         slurm/<job id>/             submitit's files for a Slurm job; slurm/jobs.json the jobs submitted;
                                     slurm/<job key>.ended.json how a job's runs ended, written on its node
@@ -21,6 +22,7 @@ SWEEP_FILE = "sweep.yaml"
 RUNS_DIR = "runs"
 ARRAYS_FILE = "arrays.json"  # {"arrays": [[run id, ...], ...]}, each list one array's members
 ARRAYS_DIR = "arrays"
+PROJECTION_FILE = "projection.json"  # the first launch's projected wall time, which the report sets against the actual
 SLURM_DIR = "slurm"
 SLURM_JOBS_FILE = "jobs.json"
 REPORT_DIR = "report"
@@ -48,6 +50,10 @@ def arrays_dir(sweep_dir: str | Path) -> Path:
 def array_log(sweep_dir: str | Path, first: str, members: int) -> Path:
     """Where a seed array's output goes: named by its first member's id and how many others it has."""
     return arrays_dir(sweep_dir) / f"{first}+{members - 1}.log"
+
+
+def projection_path(sweep_dir: str | Path) -> Path:
+    return Path(sweep_dir) / PROJECTION_FILE
 
 
 def slurm_dir(sweep_dir: str | Path) -> Path:

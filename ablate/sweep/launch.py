@@ -7,6 +7,8 @@ import itertools
 import shutil
 import sys
 import tempfile
+import time
+from dataclasses import replace
 import zipfile
 from pathlib import Path
 from typing import Any, Callable
@@ -18,11 +20,13 @@ from ablate.runs.files import ARRAY_FILE, LAST_CHECKPOINT, checkpoints_dir, read
 from ablate.runs.owner import check_folder, claim, sweep_identity
 from ablate.runs.plan import PlanRecord
 from ablate.runs.status import SETTLED
-from ablate.runs.sweep_folder import arrays_dir, sweep_file
+from ablate.runs.sweep_folder import arrays_dir, projection_path, sweep_file
 from ablate.sweep.memory import training_bytes
 from ablate.sweep.plan import (Planner, PlannedRun, default_sweep_dir, factor_record, factorial_of, planned_of,
                                read_earlier, run_config, write_plan)
 from ablate.sweep.progress import start_note
+from ablate.runs.projection import Projection, write_projection
+from ablate.sweep.projection import probing_on, projection_lines
 from ablate.sweep.relaunch import check_relaunch
 from ablate.sweep.queue import BayesQueue, RunQueue, StreamQueue
 from ablate.sweep.arrays import Fusing, arrays_of, fusing, processes_per_gpu, read_groups, seeds_note
@@ -199,10 +203,11 @@ def local_pool(planner: Planner, runs: list[PlannedRun], *, workers: int, runs_p
 
 def dry_run_notes(sweep: Sweep, sweep_dir: Path, planner: Planner, runs: list[PlannedRun], *, extra: list[str],
                   workers: int, runs_per_gpu: str | int, fuse: str | int, retry_failed: bool,
-                  cluster: Any, earlier: list[PlannedRun]) -> list[str]:
+                  cluster: Any, earlier: list[PlannedRun], probe: bool = False) -> list[str]:
     """What the launch would do beyond the plan: how many runs ended in earlier launches (``earlier``: the runs they
-    planned), and how each variant's seeds train (the arrays it would record, or resume:
-    :func:`ablate.sweep.arrays.arrays_of`)."""
+    planned), how each variant's seeds train (the arrays it would record, or resume:
+    :func:`ablate.sweep.arrays.arrays_of`), and, with ``probe`` on this machine's pool, the projected wall time
+    (:func:`sweep_projection`)."""
     known = {r.id for r in runs}
     every = [*runs, *(r for r in earlier if r.id not in known)]
     todo, _ = pending(every, sweep_dir, retry_failed, sweep.evaluate_options())
@@ -221,7 +226,35 @@ def dry_run_notes(sweep: Sweep, sweep_dir: Path, planner: Planner, runs: list[Pl
         return run_config(sweep, run.overrides, sweep_dir / run.run_dir, extra, run.labels)
 
     groups = arrays_of(todo, every, config_of, rule, len(where), sweep_dir)
-    return [*lines, *seeds_note(groups, rule, config_of, later_looks=bool(sweep.decide.max_seeds))]
+    lines += seeds_note(groups, rule, config_of, later_looks=bool(sweep.decide.max_seeds))
+    if probe and cluster is None and groups:
+        lines += ["", *projected(lambda: sweep_projection(sweep, groups, config_of, where))]
+    return lines
+
+
+def projected(make: Callable[[], Projection], record: Callable[[Projection], None] = lambda p: None) -> list[str]:
+    """The projection's lines (:func:`ablate.sweep.projection.projection_lines`) of the projection ``make`` probes,
+    ``record``-ed; a probe that fails (a shape that does not build or fit here) is one line saying so, and the sweep
+    goes on: a projection is advice, never a reason to refuse a launch."""
+    try:
+        projection = make()
+    except Exception as exc:  # noqa: BLE001  (whatever the probe's build or step raised: it is named)
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return [f"no projected wall time: the probe failed ({type(exc).__name__}: {first}); --no-probe skips it"]
+    record(projection)
+    return projection_lines(projection)
+
+
+def sweep_projection(sweep: Sweep, groups: list[list[PlannedRun]], config_of: Callable[[PlannedRun], Any],
+                     where: list[dict[str, str]]) -> Projection:
+    """The wall time ``groups`` (the jobs the pool hands out: :func:`ablate.sweep.arrays.arrays_of`) take on the
+    pool's slots ``where``, and a sequential design's later looks (:mod:`ablate.sweep.projection`)."""
+    from ablate.sweep.probe import probe_sweep  # torch and the data: only when a launch probes
+
+    max_seeds, first = sweep.decide.max_seeds, len(sweep.design(1).first)
+    evaluate = None if sweep.evaluate is None else sweep.evaluate if isinstance(sweep.evaluate, dict) else {}
+    return probe_sweep(groups, config_of, evaluate, where[0], len(where),
+                       later_looks=max(0, max_seeds - first) if max_seeds else 0)
 
 
 def cluster_fusing(fuse: str | int) -> Fusing | None:
@@ -230,10 +263,24 @@ def cluster_fusing(fuse: str | int) -> Fusing | None:
     return None if str(fuse) in ("auto", "off") else fusing(fuse, gpus=[])
 
 
+def record_projection(sweep: Sweep, sweep_dir: Path, runs: Runs, todo: Runs, where: list[dict[str, str]],
+                      rule: Fusing, extra: list[str]) -> None:
+    """Probe, print the projection and record it in the sweep folder (:func:`ablate.sweep.projection.
+    write_projection`), before the first run starts."""
+    def config_of(run: PlannedRun):
+        return run_config(sweep, run.overrides, sweep_dir / run.run_dir, extra, run.labels)
+
+    lines = projected(lambda: sweep_projection(sweep, arrays_of(todo, runs, config_of, rule, len(where), sweep_dir),
+                                               config_of, where),
+                      # the runs start now: the actual's elapsed is counted from here
+                      lambda projection: write_projection(sweep_dir, replace(projection, launched_at=time.time())))
+    print("\n".join(lines), file=sys.stderr)
+
+
 def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: int, dry_run: bool,
            retry_failed: bool, progress: bool = True, runs_per_gpu: str | int = machine.RUNS_PER_GPU,
            cluster: Any = None, fuse: str | int = "auto", notes: list[str] | None = None,
-           change_design: bool = False) -> tuple[Path, list[PlannedRun], Outcome | None]:
+           change_design: bool = False, probe: bool | None = None) -> tuple[Path, list[PlannedRun], Outcome | None]:
     """Plan every run (validating each config), then run the pending ones unless ``dry_run``.
 
     A bayes sweep plans its points as it goes: its dry run plans (and shows) the first point only.
@@ -242,8 +289,11 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     (``runs_per_gpu`` on each GPU); ``fuse``: which seeds train as seed arrays (:func:`ablate.sweep.arrays.fusing`;
     on a cluster: :func:`cluster_fusing`); ``notes``: a dry run adds what it would do beyond the plan
     (:func:`dry_run_notes`) to it; ``change_design``: a relaunch may change the design
-    (:func:`check_design`, :func:`ablate.sweep.relaunch.check_relaunch`).
+    (:func:`check_design`, :func:`ablate.sweep.relaunch.check_relaunch`); ``probe``: project the wall time on this
+    machine's pool (the dry run prints it, the first launch records it: :mod:`ablate.sweep.projection`; default
+    unless ``ABLATE_PROBE=off``).
     """
+    probe = probing_on() if probe is None else probe
     sweep_dir = sweep_dir or default_sweep_dir(sweep)
     if cluster is not None:  # its runs train on other machines, which share the filesystem but not our cwd
         sweep_dir = sweep_dir.resolve()
@@ -260,7 +310,7 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
         if notes is not None:
             notes += dry_run_notes(sweep, sweep_dir, planner, runs, extra=extra, workers=workers,
                                    runs_per_gpu=runs_per_gpu, fuse=fuse, retry_failed=retry_failed, cluster=cluster,
-                                   earlier=earlier)
+                                   earlier=earlier, probe=probe)
         return sweep_dir, runs, None
     check_writable(sweep_dir, runs, retry_failed, earlier)
     read_groups(sweep_dir)  # a damaged record of the arrays is refused before anything is written
@@ -282,6 +332,8 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
         backend = cluster.open(sweep_dir)
     else:
         where, rule = local_pool(planner, runs, workers=workers, runs_per_gpu=runs_per_gpu, fuse=fuse)
+        if probe and queue.todo and not projection_path(sweep_dir).is_file():
+            record_projection(sweep, sweep_dir, runs, list(queue.todo), where, rule, extra)
     outcome = execute(queue, lambda r: OmegaConf.to_yaml(run_config(sweep, r.overrides, sweep_dir / r.run_dir, extra,
                                                                      r.labels)),
                       sweep_dir, slots=where, backend=backend, progress=progress, evaluate=evaluate,
