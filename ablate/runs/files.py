@@ -242,6 +242,13 @@ def resume_command(run_dir: Path) -> str:
     return f"ablate train {shlex.quote(str(config_path(run_dir)))} {shlex.quote(f'output_dir={run_dir}')}"
 
 
+def array_resume_command(run_dirs: list[Path], array_dir: Path) -> str:
+    """The command that resumes the seed array of the runs in ``run_dirs`` from its checkpoint in ``array_dir``: each
+    member's ``config.yaml`` (its output_dir set: an array's members name their folders), and the array's folder."""
+    configs = " ".join(shlex.quote(str(config_path(d))) for d in run_dirs)
+    return f"ablate train-array {configs} --array-dir {shlex.quote(str(array_dir))}"
+
+
 def read_run_config(run_dir: Path) -> DictConfig:
     """The run's config.yaml, as it was written.
 

@@ -7,7 +7,6 @@ import os
 import signal
 import sys
 import time
-import traceback
 import warnings
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -31,7 +30,7 @@ from ablate.runs.metrics import VAL_LOSS, steps_done
 from ablate.runs.status import Status
 from ablate.train.callbacks import (FinalValues, FiniteLoss, Progress, SignalStop, StopRequest, TokenThroughput,
                                     ValidateAtLastStep, WallClock)
-from ablate.train.life import failure
+from ablate.train.life import failure, trace
 from ablate.train.signals import Interrupted
 from ablate.train.checkpoints import AtomicCheckpointIO, checkpoint_every, clear_checkpoints, step_checkpoint_callback
 from ablate.train.kernels import choose_attention_kernel, pin_attention_backends
@@ -263,7 +262,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
     except Exception as exc:
         error = failure(exc)
         write(result_path(run_dir), run_result(cfg, run_dir, None, attempt, Outcome(
-            Status.FAILED, step=None, error=error, traceback=traceback.format_exc(limit=8), wall_time_s=clock.seconds)))
+            Status.FAILED, step=None, error=error, traceback=trace(), wall_time_s=clock.seconds)))
         note(f"failed before training started: {error}")
         raise RunFailed(run_dir, error) from exc
     if trainer.world_size > 1:  # DDP: a checkpoint is saved by every process together; Lightning's handling stays
@@ -280,15 +279,15 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         with _exact_resume_is_quiet(data):
             trainer.fit(system, datamodule=data, ckpt_path=str(resume) if resume else None)
     except Interrupted as exc:
-        outcome.interrupted_by, outcome.error, interrupted = exc.name, f"interrupted by {exc.name}", exc
+        outcome.interrupted_by, outcome.error, interrupted = exc.name, exc.error, exc
         raise
     except SIGTERMException as exc:  # Lightning's own (DDP), a bare SystemExit: a stop on SIGTERM all the same
-        outcome.interrupted_by, outcome.error = "SIGTERM", "interrupted by SIGTERM"
         interrupted = Interrupted(signal.SIGTERM)
+        outcome.interrupted_by, outcome.error = interrupted.name, interrupted.error
         raise interrupted from exc
     except Exception as exc:
         outcome.status, outcome.error = Status.FAILED, failure(exc)
-        outcome.traceback = traceback.format_exc(limit=8)
+        outcome.traceback = trace()
         raise RunFailed(run_dir, outcome.error) from exc
     except BaseException as exc:  # KeyboardInterrupt, SystemExit: resumable from last.ckpt
         outcome.error = type(exc).__name__
