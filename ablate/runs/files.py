@@ -212,6 +212,13 @@ def final_value(result: dict[str, Any], metric: str) -> float | None:
     return None
 
 
+def write_result(run_dir: Path, result: dict[str, Any], *, merge: bool = False) -> None:
+    """Write the run's ``result.json`` (:func:`write_json`: strict, atomic), the one writer of every run's record:
+    ``result`` whole, or, ``merge``, its entries over the record already there (an evaluation's, a job's word on how
+    its process ended)."""
+    write_json(result_path(run_dir), {**((read_result(run_dir) or {}) if merge else {}), **result})
+
+
 def read_result(run_dir: Path) -> dict[str, Any] | None:
     """The run's result.json, or None when there is none yet.
 

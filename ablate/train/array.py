@@ -28,7 +28,7 @@ from ablate.data.members import MemberData
 from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.runs.files import (ARRAY_FILE, BEST_CHECKPOINT, CHECKPOINTS_DIR, CONFIG_FILE, LAST_CHECKPOINT, LAST_STEM,
                                PROGRESS_FILE, RESULT_FILE, array_resume_command, being_written, config_hash,
-                               config_path, read_result, result_path, variant_hash, write_atomic, write_json)
+                               config_path, read_result, variant_hash, write_atomic, write_json, write_result)
 from ablate.runs.lock import run_lock
 from ablate.runs.status import SETTLED, Status
 from ablate.train.callbacks import SignalStop, ValidateAtLastStep, WallClock
@@ -147,10 +147,10 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
 
     for m in _active(members):
         write_atomic(config_path(m.run_dir), OmegaConf.to_yaml(m.cfg))
-        write_json(result_path(m.run_dir), {**(read_result(m.run_dir) or {}), **result(m)})
+        write_result(m.run_dir, result(m), merge=True)
     clock = WallClock(start)
     book = Members(members, every=cfgs[0].train.log_every,
-                   record=lambda m: write_json(result_path(m.run_dir), result(m, book)),
+                   record=lambda m: write_result(m.run_dir, result(m, book)),
                    keep=cfgs[0].train.keep_checkpoints, checkpoint_every=checkpoint_every(cfgs[0]))
     # val/bleu before the book: it logs the members' validation metrics at the same hook
     bleu = [MemberBleu()] if cfgs[0].train.val_bleu else []  # does nothing for tasks without references
@@ -188,7 +188,7 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
             if m.status == Status.RUNNING:
                 m.status, m.error = status, m.error or error
                 m.step = getattr(system, "global_step", m.step) if status != Status.FAILED else m.step
-            write_json(result_path(m.run_dir), result(m, book))
+            write_result(m.run_dir, result(m, book))
             for logger in m.loggers:
                 logger.finalize(m.status)
 

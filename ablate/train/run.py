@@ -24,7 +24,7 @@ from ablate.config.schema import Logger as LoggerKind
 from ablate.data import build_task
 from ablate.errors import ConfigError
 from ablate.runs.files import (BEST_STEM, checkpoints_dir, config_hash, config_path, last_checkpoint, log_path,
-                               read_result, result_path, resume_command, write_atomic, write_json)
+                               read_result, result_path, resume_command, write_atomic, write_result)
 from ablate.runs.lock import run_lock
 from ablate.runs.metrics import VAL_LOSS, steps_done
 from ablate.runs.status import Status
@@ -231,7 +231,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
          lead: bool, threads: str, stop: SignalStop) -> None:
     """Train in ``run_dir``, recording the result; ``threads``: the line saying the CPU threads, printed once the
     Trainer is made (a setting Lightning refuses is the only line of a mistake)."""
-    write = write_json if lead else (lambda path, data: None)
+    record = write_result if lead else (lambda run_dir, result, merge=False: None)
     note = (lambda text: _log(run_dir, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}")) if lead else (lambda text: None)
     if lead:
         write_atomic(config_path(run_dir), OmegaConf.to_yaml(cfg))
@@ -261,13 +261,13 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
             logger.log_hyperparams({"params/" + k: v for k, v in system.n_params.items()})
     except Exception as exc:
         error = failure(exc)
-        write(result_path(run_dir), run_result(cfg, run_dir, None, attempt, Outcome(
+        record(run_dir, run_result(cfg, run_dir, None, attempt, Outcome(
             Status.FAILED, step=None, error=error, traceback=trace(), wall_time_s=clock.seconds)))
         note(f"failed before training started: {error}")
         raise RunFailed(run_dir, error) from exc
     if trainer.world_size > 1:  # DDP: a checkpoint is saved by every process together; Lightning's handling stays
         stop.uninstall()
-    write(result_path(run_dir), {**(read_result(run_dir) or {}), **run_result(cfg, run_dir, trainer, attempt)})
+    record(run_dir, run_result(cfg, run_dir, trainer, attempt), merge=True)
     note(f"ablate train: {'resuming from ' + str(resume) if resume else 'training from the first step'} "
          f"({run_precision(cfg)}, {kernel}, device {device})")
     for line in (threads, summary_line(system.model, cfg, system.n_params["total"]), kernel_note):
@@ -306,7 +306,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         if resume is not None and values.restored is None:  # stopped before it read its checkpoint: what it holds
             earlier = read_result(run_dir) or {}  # is what the attempt before recorded (its step, final, best)
             result.update({k: earlier[k] for k in ("step", "final", "best", "train_tokens") if k in earlier})
-        write(result_path(run_dir), result)  # whole: an earlier attempt's error or scores no longer apply
+        record(run_dir, result)  # whole: an earlier attempt's error or scores no longer apply
         if interrupted is not None:
             interrupted.step = result.get("step")
         for logger in trainer.loggers:
