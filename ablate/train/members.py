@@ -165,9 +165,10 @@ class Members(pl.Callback):
 
     def _check(self, trainer: pl.Trainer, pl_module: FusedSystem) -> None:
         """Fail the members whose training loss went bad since the last read."""
-        bad = pl_module.bad_loss.tolist()
+        bad: list[float] | None = None  # what each loss turned to: read from the device once one did
         for m, step in zip(self.members, pl_module.first_bad.tolist()):
             if step != RUNNING and m.status == Status.RUNNING:  # at the step it is read at, as a solo run's
+                bad = pl_module.bad_loss.tolist() if bad is None else bad
                 self._fail(m, pl_module, trainer.global_step, not_finite(TRAIN_LOSS, step, bad[m.index]))
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
