@@ -139,9 +139,15 @@ def cmd_train_array(args: argparse.Namespace) -> int:
     from ablate.train.array import train_array
     from ablate.train.run import RunFailed
 
-    cfgs = [load_config(path, [], imports=args.imports) for path in args.configs]
+    from ablate.train.signals import sigterm_raises
+
     try:
-        run_dirs = train_array(cfgs, args.array_dir)
+        with sigterm_raises():  # SIGTERM before the array trains ends the command with its line and 143, as in train
+            cfgs = [load_config(path, [], imports=args.imports) for path in args.configs]
+            run_dirs = train_array(cfgs, args.array_dir)
+    except Interrupted as stopped:  # SIGINT, SIGTERM: 128 + the signal, as a solo run's
+        print(f"ablate: {stopped}", file=sys.stderr)
+        return stopped.exit_code
     except RunFailed as failed:
         print(f"ablate: {failed}", file=sys.stderr)
         return 1

@@ -15,7 +15,7 @@ from typing import Any
 from ablate.decode import translate
 from ablate.metrics.bleu import corpus_bleu, detokenize
 from ablate.evaluate.load import load_run_model, translation_task
-from ablate.runs.files import read_result, result_path, write_atomic, write_json
+from ablate.runs.files import write_atomic, write_result
 from ablate.runs.wandb import record_scores
 
 
@@ -75,6 +75,6 @@ def evaluate_run(
             "translations": str(path),
         },
     }
-    write_json(result_path(run_dir), {**(read_result(run_dir) or {}), **entries})
+    write_result(run_dir, entries, merge=True)
     record_scores(cfg, run_dir, {k: v for k, v in entries.items() if k != "decode"})  # the W&B run too, if it has one
     return entries

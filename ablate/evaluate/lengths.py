@@ -22,7 +22,7 @@ from ablate.config.schema import Arch
 from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.evaluate.load import load_run_model, run_task
 from ablate.model.inspect import too_long
-from ablate.runs.files import read_result, result_path, write_json
+from ablate.runs.files import write_result
 from ablate.runs.metrics import perplexity
 from ablate.runs.wandb import record_scores
 
@@ -97,6 +97,6 @@ def evaluate_lengths(run_dir: str | Path, *, factors: Sequence[int] = FACTORS, c
         entries[key(f)], entries[key(f, "ppl")] = loss, perplexity(loss)
     entries["lengths"] = {"factors": list(factors), "block": T, "tokens": usable, "unsupported": unsupported,
                           "checkpoints": [p.name for p in paths], "seconds": time.perf_counter() - start}
-    write_json(result_path(run_dir), {**(read_result(run_dir) or {}), **entries})
+    write_result(run_dir, entries, merge=True)
     record_scores(cfg, run_dir, {k: v for k, v in entries.items() if k != "lengths"})
     return entries

@@ -213,6 +213,13 @@ def final_value(result: dict[str, Any], metric: str) -> float | None:
     return None
 
 
+def write_result(run_dir: Path, result: dict[str, Any], *, merge: bool = False) -> None:
+    """Write the run's ``result.json`` (:func:`write_json`: strict, atomic), the one writer of every run's record:
+    ``result`` whole, or, ``merge``, its entries over the record already there (an evaluation's, a job's word on how
+    its process ended)."""
+    write_json(result_path(run_dir), {**((read_result(run_dir) or {}) if merge else {}), **result})
+
+
 def read_result(run_dir: Path) -> dict[str, Any] | None:
     """The run's result.json, or None when there is none yet.
 
@@ -241,6 +248,13 @@ def resume_command(run_dir: Path) -> str:
     always its folder: ``output_dir`` is null in a run that ``ablate train`` named itself)."""
     run_dir = Path(os.path.abspath(run_dir))
     return f"ablate train {shlex.quote(str(config_path(run_dir)))} {shlex.quote(f'output_dir={run_dir}')}"
+
+
+def array_resume_command(run_dirs: list[Path], array_dir: Path) -> str:
+    """The command that resumes the seed array of the runs in ``run_dirs`` from its checkpoint in ``array_dir``: each
+    member's ``config.yaml`` (its output_dir set: an array's members name their folders), and the array's folder."""
+    configs = " ".join(shlex.quote(str(config_path(d))) for d in run_dirs)
+    return f"ablate train-array {configs} --array-dir {shlex.quote(str(array_dir))}"
 
 
 def read_run_config(run_dir: Path) -> DictConfig:

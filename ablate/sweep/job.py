@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.exits import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, interrupted
-from ablate.runs.files import config_path, log_path, read_result, result_path, write_atomic, write_json
+from ablate.runs.files import config_path, log_path, read_result, write_atomic, write_result
 from ablate.runs.status import Status
 from ablate.runs.sweep_folder import array_log as array_log_of
 from ablate.sweep.children import Children, run_ablate
@@ -107,7 +107,7 @@ def record_end(run_dir: Path, code: int, log: Path, why: str | None = None) -> s
     if code not in (EXIT_OK, EXIT_LOCKED) and result.get("status") in (None, Status.RUNNING):
         why = why or f"{_why(code, log)}; see {log}"
         result.update(status=Status.INTERRUPTED if interrupted(code) else Status.FAILED, error=why)
-        write_json(result_path(run_dir), result)
+        write_result(run_dir, result)
     return result.get("error", f"exit code {code}")
 
 
@@ -129,7 +129,7 @@ def _evaluate(run_dir: Path, options: list[str], env: dict[str, str], cwd: Path 
     log = run_dir / "evaluate.log"
     code = run_ablate(["evaluate", str(run_dir), *options], log, env, cwd, children, fresh=fresh)
     if code == EXIT_OK:
-        write_json(result_path(run_dir), {**(read_result(run_dir) or {}), "evaluated": list(options)})
+        write_result(run_dir, {"evaluated": list(options)}, merge=True)
         return EXIT_OK, ""
     lines = log.read_text(errors="replace").strip().splitlines() if log.is_file() else []
     return code, f"ablate evaluate failed: {lines[-1] if lines else code}; see {log}"

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import sys
 import time
-import traceback
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -28,22 +27,23 @@ from ablate.data import build_task
 from ablate.data.members import MemberData
 from ablate.errors import COMMAND_LINE, ConfigError
 from ablate.runs.files import (ARRAY_FILE, BEST_CHECKPOINT, CHECKPOINTS_DIR, CONFIG_FILE, LAST_CHECKPOINT, LAST_STEM,
-                               PROGRESS_FILE, RESULT_FILE, being_written, config_hash, config_path, read_result,
-                               result_path, variant_hash, write_atomic, write_json)
+                               PROGRESS_FILE, RESULT_FILE, array_resume_command, being_written, config_hash,
+                               config_path, read_result, variant_hash, write_atomic, write_json, write_result)
 from ablate.runs.lock import run_lock
 from ablate.runs.status import SETTLED, Status
-from ablate.train.callbacks import ValidateAtLastStep, WallClock
+from ablate.train.callbacks import SignalStop, ValidateAtLastStep, WallClock
 from ablate.train.checkpoints import AtomicCheckpointIO, checkpoint_every
 from ablate.train.fusable import why_not_fused
 from ablate.train.fused_system import FusedSystem
 from ablate.train.kernels import choose_attention_kernel, pin_attention_backends
-from ablate.train.life import tokens_per_s
+from ablate.train.life import failure, tokens_per_s, trace
 from ablate.train.members import Member, Members
 from ablate.train.preflight import check_settings, make_run_dir
 from ablate.train.record import Attempt, Outcome, run_result
 from ablate.train.resume import ArrayResume
 from ablate.train.logs import progress
 from ablate.train.run import RunFailed, make_loggers, trainer_settings
+from ablate.train.signals import Interrupted
 from ablate.train.threads import use_threads
 from ablate.train.validation_bleu import MemberBleu
 
@@ -73,11 +73,25 @@ def check_members(cfgs: list[DictConfig]) -> None:
 def train_array(cfgs: list[DictConfig], array_dir: Path | None = None) -> list[Path]:
     """Train the configs' runs as one seed array; returns their run directories (each with its ``result.json``).
 
+    SIGINT and SIGTERM stop it at the end of a step, as they stop a solo run (:class:`SignalStop`): the array's
+    checkpoint of that step saved, each member still training recorded interrupted at it.
+
     Raises:
         ConfigError: the configs are not members of one array, or one cannot run (before anything is written).
         RunFailed: the array failed as a whole (every member's result says why).
+        Interrupted: SIGINT or SIGTERM stopped it, after each member's result.json recorded it (its ``command``
+            resumes the array).
     """
     start = time.time()
+    stop = SignalStop()
+    stop.install()
+    try:
+        return _train_array(cfgs, array_dir, start, stop)
+    finally:
+        stop.uninstall()
+
+
+def _train_array(cfgs: list[DictConfig], array_dir: Path | None, start: float, stop: SignalStop) -> list[Path]:
     check_members(cfgs)
     threads = use_threads(cfgs[0].trainer.threads)
     system = FusedSystem([OmegaConf.to_container(c, resolve=True, enum_to_str=True) for c in cfgs])
@@ -97,7 +111,12 @@ def train_array(cfgs: list[DictConfig], array_dir: Path | None = None) -> list[P
             locks.enter_context(run_lock(run_dir))
         if all(_settled(d, c) for d, c in zip(run_dirs, cfgs)):
             return run_dirs  # another process trained this array while we waited
-        _fit(cfgs, system, MemberData(tasks, cfgs[0].data.pad_id), run_dirs, Path(array_dir), start, threads)
+        try:
+            _fit(cfgs, system, MemberData(tasks, cfgs[0].data.pad_id), run_dirs, array_dir, start, threads, stop)
+        except Interrupted as exc:
+            exc.run_dir, exc.checkpoint = array_dir, array_dir / LAST_CHECKPOINT
+            exc.command = array_resume_command(run_dirs, array_dir)
+            raise
     return run_dirs
 
 
@@ -108,8 +127,9 @@ def _settled(run_dir: Path, cfg: DictConfig, statuses: tuple[str, ...] = SETTLED
 
 
 def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs: list[Path], array_dir: Path,
-         start: float, threads: str) -> None:
+         start: float, threads: str, stop: SignalStop) -> None:
     array_dir.mkdir(parents=True, exist_ok=True)
+    stop.checkpoint = array_dir / LAST_CHECKPOINT
     _drop_cut_writes([array_dir / LAST_CHECKPOINT, array_dir / ARRAY_FILE,
                       *(d / name for d in run_dirs for name in MEMBER_FILES)])
     write_json(array_dir / ARRAY_FILE, {"members": [str(d) for d in run_dirs],
@@ -127,14 +147,15 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
 
     for m in _active(members):
         write_atomic(config_path(m.run_dir), OmegaConf.to_yaml(m.cfg))
-        write_json(result_path(m.run_dir), {**(read_result(m.run_dir) or {}), **result(m)})
+        write_result(m.run_dir, result(m), merge=True)
     clock = WallClock(start)
     book = Members(members, every=cfgs[0].train.log_every,
-                   record=lambda m: write_json(result_path(m.run_dir), result(m, book)),
+                   record=lambda m: write_result(m.run_dir, result(m, book)),
                    keep=cfgs[0].train.keep_checkpoints, checkpoint_every=checkpoint_every(cfgs[0]))
     # val/bleu before the book: it logs the members' validation metrics at the same hook
     bleu = [MemberBleu()] if cfgs[0].train.val_bleu else []  # does nothing for tasks without references
-    callbacks = [clock, *bleu, book, ValidateAtLastStep(), ArrayResume()]
+    # a stop on a signal last: it saves the array's checkpoint once every other callback is done with the step
+    callbacks = [clock, *bleu, book, ValidateAtLastStep(), ArrayResume(), stop]
     status, error = Status.INTERRUPTED, None
     try:
         # at every validation, replacing the one before (no monitor: the newest is the one kept)
@@ -150,9 +171,14 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
         print(threads, file=sys.stderr)
         trainer.fit(system, datamodule=data, ckpt_path=str(resume) if resume else None)
         status = Status.INTERRUPTED if trainer.interrupted else Status.FINISHED
+    except Interrupted as exc:  # before training started (once it has, the book recorded it: Members.on_exception)
+        for m in _active(members):
+            if m.status == Status.RUNNING:
+                m.error, m.interrupted_by = exc.error, exc.name
+        raise
     except Exception as exc:
-        status, error = Status.FAILED, f"{type(exc).__name__}: {exc}"
-        known["traceback"] = traceback.format_exc(limit=8)
+        status, error = Status.FAILED, failure(exc)
+        known["traceback"] = trace()
         # the members still running record it in their result.json (below); the array's own folder holds none
         failing = [m for m in _active(members) if m.status == Status.RUNNING] or _active(members)
         raise RunFailed(failing[0].run_dir, error, others=len(failing) - 1) from exc
@@ -160,9 +186,9 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
         known["wall_time_s"] = clock.seconds
         for m in _active(members):
             if m.status == Status.RUNNING:
-                m.status, m.error = status, error
+                m.status, m.error = status, m.error or error
                 m.step = getattr(system, "global_step", m.step) if status != Status.FAILED else m.step
-            write_json(result_path(m.run_dir), result(m, book))
+            write_result(m.run_dir, result(m, book))
             for logger in m.loggers:
                 logger.finalize(m.status)
 
@@ -207,5 +233,6 @@ def _result(m: Member, attempt: Attempt, fused: dict[str, Any], known: dict[str,
         outcome = Outcome(m.status, step=m.step, final=m.final, best=m.best, train_tokens=m.tokens,
                           tokens_per_s=tokens_per_s(m.tokens, book.train_seconds),
                           wall_time_s=known["wall_time_s"], resumed_exactly=True,  # ArrayResume restores every position
-                          error=m.error, traceback=known["traceback"], stopped_because=m.stopped_because)
+                          error=m.error, traceback=m.traceback or known["traceback"],
+                          stopped_because=m.stopped_because, interrupted_by=m.interrupted_by)
     return run_result(m.cfg, m.run_dir, known["trainer"], attempt, outcome, fused={**fused, "index": m.index})

@@ -51,6 +51,7 @@ class FusedSystem(pl.LightningModule):
         del members
         self.k, self.pad_id = self.model.k, self.cfg.data.pad_id
         self.register_buffer("first_bad", torch.full((self.k,), RUNNING, dtype=torch.long))  # (K,) step, or -1
+        self.register_buffer("bad_loss", torch.zeros(self.k))  # (K,) the loss at first_bad, what it turned to
         self.register_buffer("out", torch.zeros(self.k, dtype=torch.bool))  # (K,) failed or stopped
         # (K,) train/loss summed over the steps since the last log, and their count; in checkpoints, so that a resumed
         # array logs the values of the uninterrupted one
@@ -83,7 +84,9 @@ class FusedSystem(pl.LightningModule):
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         ce, aux_total, aux, _, _ = self._member_losses(batch, self.cfg.train.label_smoothing, "mean")  # (K,) each
         bad = ~torch.isfinite(ce + aux_total) & ~self.out
-        self.first_bad.copy_(torch.where(bad, self.global_step, self.first_bad))
+        # its step as a solo run counts it (callbacks.FiniteLoss): the optimiser steps done, this one included
+        self.first_bad.copy_(torch.where(bad, self.global_step + 1, self.first_bad))
+        self.bad_loss.copy_(torch.where(bad, (ce + aux_total).detach().to(self.bad_loss.dtype), self.bad_loss))
         self.out.logical_or_(bad)
         keep = ~self.out
         self.train_sum.add_(ce.detach())

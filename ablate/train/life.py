@@ -9,6 +9,7 @@ Each object is one run's; it knows nothing of Lightning: the callbacks read the 
 from __future__ import annotations
 
 import time
+import traceback
 from pathlib import Path
 from typing import Mapping
 
@@ -70,6 +71,21 @@ def not_finite(metric: str, step: int, value: float | None = None) -> FloatingPo
 def failure(exc: BaseException) -> str:
     """What a run's ``result.json`` records as the ``error`` of a run that ``exc`` failed."""
     return f"{type(exc).__name__}: {exc}"
+
+
+TRACEBACK_FRAMES = 8  # the innermost frames of a failed run's traceback that its result.json keeps
+
+
+def trace(exc: BaseException | None = None) -> str:
+    """What a run's ``result.json`` records as the ``traceback`` of a run that failed: the exception being handled,
+    or ``exc``, raised here when it was not (a seed array's member, failed by the array's callback while the others
+    train on)."""
+    if exc is None:
+        return traceback.format_exc(limit=TRACEBACK_FRAMES)
+    try:
+        raise exc
+    except BaseException:
+        return traceback.format_exc(limit=TRACEBACK_FRAMES)
 
 
 class TrainClock:

@@ -5,8 +5,11 @@ run's), its last ``train.keep_checkpoints`` step checkpoints (``step-<step>.ckpt
 {members, index, array}``).
 
 A member fails alone: a training loss that went NaN or infinite (read from the device every ``log_every`` steps, at
-each validation and at the end) or a validation loss that did, and its result says the step; the array trains on
-with the others, and stops once none is left.
+each validation and at the end) or a validation loss that did, and its result says the step, the error and a
+traceback as a solo run's; the array trains on with the others, and stops once none is left. A member stopped by a
+request is validated at the step it stopped at, as a solo run is (the array validates then: the others record
+nothing of it). A signal that stops the array (:class:`ablate.train.callbacks.SignalStop`) leaves each member still
+training interrupted at that step, its ``last.ckpt`` that step's weights.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from ablate.runs.metrics import CURVES, LR, TOKENS_PER_S, TRAIN_LOSS, VAL_LOSS
 from ablate.runs.status import Status
 from ablate.train.checkpoints import drop_step_checkpoints_after, keep_step_weights, save_weights
 from ablate.train.fused_system import RUNNING, FusedSystem
-from ablate.train.life import ProgressFile, StopFile, TrainClock, failure, not_finite, tokens_per_s
+from ablate.train.life import ProgressFile, StopFile, TrainClock, failure, not_finite, tokens_per_s, trace
+from ablate.train.signals import Interrupted
 
 
 @dataclass
@@ -38,7 +42,9 @@ class Member:
     loggers: list[Any]
     status: Status = Status.RUNNING  # then finished, failed or stopped
     error: str | None = None
+    traceback: str | None = None  # of the error that failed it alone
     stopped_because: str | None = None
+    interrupted_by: str | None = None  # SIGINT, SIGTERM
     step: int = 0
     best: float = math.inf
     final: dict[str, float] = field(default_factory=dict)
@@ -67,13 +73,19 @@ class Members(pl.Callback):
         self.keep, self.checkpoint_every = keep, checkpoint_every
         self._kept_at = 0  # the step of the last step checkpoints (Lightning's: none at step 0, each step's once)
         self._tokens: torch.Tensor | None = None  # (K,) target tokens since the last log, on the device
+        self._counting: torch.Tensor | None = None  # (K,) 1 for the members still training, on the device
+        self._stopping: list[Member] = []  # stopped by a request at this step: validated at it
+        self._on_schedule = False  # whether this step validates anyway
         self.clock = TrainClock()  # the array's training seconds, validation excluded: every member's
 
     def state_dict(self) -> dict[str, Any]:
         # final: an array resumed from the checkpoint of its last step trains and validates nothing more, and still
         # records each member's final values
-        return {"tokens": [m.tokens for m in self.members], "best": [m.best for m in self.members],
-                "final": [m.final for m in self.members], "train_seconds": self.clock.train_seconds}
+        # with the window not yet logged: a checkpoint saved between two logs (a stop on a signal) counts its tokens
+        window = self._tokens.tolist() if self._tokens is not None else [0] * len(self.members)
+        return {"tokens": [m.tokens + n for m, n in zip(self.members, window)], "best": [m.best for m in self.members],
+                "final": [m.final for m in self.members],
+                "train_seconds": self.clock.train_seconds + self.clock.running()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         for m, tokens, best in zip(self.members, state_dict["tokens"], state_dict["best"]):
@@ -81,6 +93,7 @@ class Members(pl.Callback):
         for m, final in zip(self.members, state_dict.get("final", [])):
             m.final = dict(final)
         self.clock.train_seconds = state_dict["train_seconds"]
+        self._tokens = None
 
     @property
     def train_seconds(self) -> float:
@@ -105,7 +118,10 @@ class Members(pl.Callback):
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: FusedSystem, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
-        tokens = (batch["labels"] != pl_module.pad_id).flatten(1).sum(1)  # (K,)
+        if self._counting is None:
+            self._counting = torch.tensor([m.status == Status.RUNNING for m in self.members], device=pl_module.device)
+        # (K,) a member's tokens count up to the step it ended at, as a solo run's
+        tokens = (batch["labels"] != pl_module.pad_id).flatten(1).sum(1) * self._counting
         self._tokens = tokens if self._tokens is None else self._tokens + tokens
         step = trainer.global_step
         if self.keep and step % self.checkpoint_every == 0 and step != self._kept_at:
@@ -117,8 +133,12 @@ class Members(pl.Callback):
             if (reason := m.stop.requested()) is not None:
                 m.stopped_because = reason
                 self._out(m, pl_module, Status.STOPPED, trainer.global_step)
+                self._stopping.append(m)
         if trainer.global_step % self.every == 0:
             self._log_train(trainer, pl_module)
+        if self._stopping:  # Lightning validates before a stop: these members are, the array then trains on
+            self._on_schedule = _validates_on_schedule(trainer)
+            trainer.should_stop = True
         if not self.running:
             trainer.should_stop = True
 
@@ -145,9 +165,11 @@ class Members(pl.Callback):
 
     def _check(self, trainer: pl.Trainer, pl_module: FusedSystem) -> None:
         """Fail the members whose training loss went bad since the last read."""
+        bad: list[float] | None = None  # what each loss turned to: read from the device once one did
         for m, step in zip(self.members, pl_module.first_bad.tolist()):
-            if step != RUNNING and m.status == Status.RUNNING:
-                self._fail(m, pl_module, step, failure(not_finite(TRAIN_LOSS, step)))
+            if step != RUNNING and m.status == Status.RUNNING:  # at the step it is read at, as a solo run's
+                bad = pl_module.bad_loss.tolist() if bad is None else bad
+                self._fail(m, pl_module, trainer.global_step, not_finite(TRAIN_LOSS, step, bad[m.index]))
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:
@@ -160,10 +182,16 @@ class Members(pl.Callback):
         self.clock.resume()
         step = trainer.global_step
         values = {k: v.tolist() for k, v in pl_module.val_metrics.items()}
-        for m in self.running:
+        due = self.running if not self._stopping or self._on_schedule else []
+        stopping, self._stopping = self._stopping, []
+        if stopping and self.running and not 0 < trainer.max_steps <= step:
+            trainer.should_stop = False  # asked for this validation alone: the others train on
+        for m in [*due, *stopping]:
             mine = {k: v[m.index] for k, v in values.items()}
             if not math.isfinite(mine[VAL_LOSS]):
-                self._fail(m, pl_module, step, failure(not_finite(VAL_LOSS, step, mine[VAL_LOSS])))
+                # a stopping member whose validation went bad fails, as a solo run does
+                m.status, m.stopped_because = Status.RUNNING, None
+                self._fail(m, pl_module, step, not_finite(VAL_LOSS, step, mine[VAL_LOSS]))
                 continue
             m.final, m.step = {**m.final, **mine}, step
             for logger in m.loggers:
@@ -175,16 +203,44 @@ class Members(pl.Callback):
             if mine[VAL_LOSS] < m.best:
                 m.best = mine[VAL_LOSS]
                 save_weights(best_checkpoint(m.run_dir), weights, m.cfg, step)
+        for m in stopping:
+            if m.status == Status.STOPPED:
+                self.record(m)  # with its validation
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: FusedSystem, exception: BaseException) -> None:
+        """A signal stopped the array at the end of a step (its checkpoint saved): the members still training are
+        interrupted there, each with that step's weights as its ``last.ckpt``, as a solo run's."""
+        if not isinstance(exception, Interrupted):
+            return
+        for m in self.running:
+            m.status, m.error, m.interrupted_by = Status.INTERRUPTED, exception.error, exception.name
+            if exception.step is not None:  # training had started: it stands at the step the array saved
+                m.step = exception.step
+                save_weights(last_checkpoint(m.run_dir), pl_module.model.member_state_dict(m.index), m.cfg, m.step)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._tokens is not None:  # steps since the last log (none when max_steps is a multiple of log_every)
             self._log_train(trainer, pl_module)
 
-    def _fail(self, m: Member, pl_module: FusedSystem, step: int, error: str | None) -> None:
-        m.error = error or (read_result(m.run_dir) or {}).get("error") or "failed in an earlier attempt"
+    def _fail(self, m: Member, pl_module: FusedSystem, step: int, error: Exception | None) -> None:
+        """Fail ``m`` at ``step`` with ``error`` (None: it failed in the attempt before, which recorded why)."""
+        if error is not None:
+            m.error, m.traceback = failure(error), trace(error)
+        else:
+            m.error = (read_result(m.run_dir) or {}).get("error") or "failed in an earlier attempt"
         self._out(m, pl_module, Status.FAILED, step)
 
     def _out(self, m: Member, pl_module: FusedSystem, status: str, step: int) -> None:
         pl_module.out[m.index] = True
         m.status, m.step = status, step
+        self._counting = None  # its tokens count no more
         self.record(m)  # now: a report read while the others train sees it
+
+
+def _validates_on_schedule(trainer: pl.Trainer) -> bool:
+    """Whether Lightning validates after this batch anyway (every ``val_check_batch`` batches, and at the last step),
+    by the rule of its training loop (``_TrainingEpochLoop._should_check_val_fx``)."""
+    batches = trainer.fit_loop.epoch_loop.total_batch_idx + 1
+    every = trainer.val_check_batch
+    return (every is not None and every != float("inf") and batches % every == 0) or 0 < trainer.max_steps <= \
+        trainer.global_step

@@ -7,7 +7,6 @@ import os
 import signal
 import sys
 import time
-import traceback
 import warnings
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -25,13 +24,13 @@ from ablate.config.schema import Logger as LoggerKind
 from ablate.data import build_task
 from ablate.errors import ConfigError
 from ablate.runs.files import (BEST_STEM, checkpoints_dir, config_hash, config_path, last_checkpoint, log_path,
-                               read_result, result_path, resume_command, write_atomic, write_json)
+                               read_result, result_path, resume_command, write_atomic, write_result)
 from ablate.runs.lock import run_lock
 from ablate.runs.metrics import VAL_LOSS, steps_done
 from ablate.runs.status import Status
 from ablate.train.callbacks import (FinalValues, FiniteLoss, Progress, SignalStop, StopRequest, TokenThroughput,
                                     ValidateAtLastStep, WallClock)
-from ablate.train.life import failure
+from ablate.train.life import failure, trace
 from ablate.train.signals import Interrupted
 from ablate.train.checkpoints import AtomicCheckpointIO, checkpoint_every, clear_checkpoints, step_checkpoint_callback
 from ablate.train.kernels import choose_attention_kernel, pin_attention_backends
@@ -232,7 +231,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
          lead: bool, threads: str, stop: SignalStop) -> None:
     """Train in ``run_dir``, recording the result; ``threads``: the line saying the CPU threads, printed once the
     Trainer is made (a setting Lightning refuses is the only line of a mistake)."""
-    write = write_json if lead else (lambda path, data: None)
+    record = write_result if lead else (lambda run_dir, result, merge=False: None)
     note = (lambda text: _log(run_dir, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}")) if lead else (lambda text: None)
     if lead:
         write_atomic(config_path(run_dir), OmegaConf.to_yaml(cfg))
@@ -262,13 +261,13 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
             logger.log_hyperparams({"params/" + k: v for k, v in system.n_params.items()})
     except Exception as exc:
         error = failure(exc)
-        write(result_path(run_dir), run_result(cfg, run_dir, None, attempt, Outcome(
-            Status.FAILED, step=None, error=error, traceback=traceback.format_exc(limit=8), wall_time_s=clock.seconds)))
+        record(run_dir, run_result(cfg, run_dir, None, attempt, Outcome(
+            Status.FAILED, step=None, error=error, traceback=trace(), wall_time_s=clock.seconds)))
         note(f"failed before training started: {error}")
         raise RunFailed(run_dir, error) from exc
     if trainer.world_size > 1:  # DDP: a checkpoint is saved by every process together; Lightning's handling stays
         stop.uninstall()
-    write(result_path(run_dir), {**(read_result(run_dir) or {}), **run_result(cfg, run_dir, trainer, attempt)})
+    record(run_dir, run_result(cfg, run_dir, trainer, attempt), merge=True)
     note(f"ablate train: {'resuming from ' + str(resume) if resume else 'training from the first step'} "
          f"({run_precision(cfg)}, {kernel}, device {device})")
     for line in (threads, summary_line(system.model, cfg, system.n_params["total"]), kernel_note):
@@ -280,15 +279,15 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         with _exact_resume_is_quiet(data):
             trainer.fit(system, datamodule=data, ckpt_path=str(resume) if resume else None)
     except Interrupted as exc:
-        outcome.interrupted_by, outcome.error, interrupted = exc.name, f"interrupted by {exc.name}", exc
+        outcome.interrupted_by, outcome.error, interrupted = exc.name, exc.error, exc
         raise
     except SIGTERMException as exc:  # Lightning's own (DDP), a bare SystemExit: a stop on SIGTERM all the same
-        outcome.interrupted_by, outcome.error = "SIGTERM", "interrupted by SIGTERM"
         interrupted = Interrupted(signal.SIGTERM)
+        outcome.interrupted_by, outcome.error = interrupted.name, interrupted.error
         raise interrupted from exc
     except Exception as exc:
         outcome.status, outcome.error = Status.FAILED, failure(exc)
-        outcome.traceback = traceback.format_exc(limit=8)
+        outcome.traceback = trace()
         raise RunFailed(run_dir, outcome.error) from exc
     except BaseException as exc:  # KeyboardInterrupt, SystemExit: resumable from last.ckpt
         outcome.error = type(exc).__name__
@@ -307,7 +306,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         if resume is not None and values.restored is None:  # stopped before it read its checkpoint: what it holds
             earlier = read_result(run_dir) or {}  # is what the attempt before recorded (its step, final, best)
             result.update({k: earlier[k] for k in ("step", "final", "best", "train_tokens") if k in earlier})
-        write(result_path(run_dir), result)  # whole: an earlier attempt's error or scores no longer apply
+        record(run_dir, result)  # whole: an earlier attempt's error or scores no longer apply
         if interrupted is not None:
             interrupted.step = result.get("step")
         for logger in trainer.loggers:

@@ -19,24 +19,33 @@ __all__ = ["STOP_SIGNALS", "Interrupted", "sigterm_raises"]
 class Interrupted(BaseException):
     """Training was stopped by SIGINT (Ctrl-C) or SIGTERM (a scheduler's preemption, a sweep going away), after
     saving what resumes it. Not an ``Exception``: nothing failed. ``step``: where it stopped, once known; ``run_dir``:
-    the run's folder, once made; ``removed``: training had not started in a folder the command made, now removed."""
+    the run's folder, once made; ``removed``: training had not started in a folder the command made, now removed;
+    ``checkpoint`` and ``command``: what it resumes from and the command that resumes it, when they are not a solo
+    run's in ``run_dir`` (a seed array's: its own checkpoint, ``ablate train-array``)."""
 
     def __init__(self, signum: int, step: int | None = None):
         super().__init__(signal.Signals(signum).name)
         self.signum, self.step = int(signum), step
         self.run_dir: Path | None = None
         self.removed = False
+        self.checkpoint: Path | None = None
+        self.command: str | None = None
 
     def __str__(self) -> str:
         """The one line ``ablate`` prints: what stopped the run, where, and the command that resumes it."""
         if self.run_dir is None or self.removed:
             return (f"interrupted by {self.name} before training started: nothing was written"
                     + (f" ({self.run_dir} was new: removed, as it was before)" if self.run_dir else ""))
-        last = last_checkpoint(self.run_dir)
+        last = self.checkpoint or last_checkpoint(self.run_dir)
         where = ("before training started" if self.step is None else
                  f"at step {self.step}, saved in {last}" if last.is_file() else
                  f"at step {self.step}, before its first checkpoint")
-        return f"interrupted by {self.name} {where}; resume with: {resume_command(self.run_dir)}"
+        return f"interrupted by {self.name} {where}; resume with: {self.command or resume_command(self.run_dir)}"
+
+    @property
+    def error(self) -> str:
+        """What the ``error`` of a run it stopped records."""
+        return f"interrupted by {self.name}"
 
     @property
     def name(self) -> str:

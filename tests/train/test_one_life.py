@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -186,23 +187,14 @@ def test_a_loss_that_diverges_fails_the_run_naming_its_step(kind, life):
     assert re.fullmatch(r"FloatingPointError: train/loss is .+ at step \d+", result["error"]), result["error"]
 
 
-@pytest.mark.parametrize("event", [
-    "finished",
-    pytest.param("stopped", marks=pytest.mark.xfail(strict=True, reason=(
-        "a solo run stopped by STOP validates before it stops (its best is recorded), a member does not"))),
-    pytest.param("diverged", marks=pytest.mark.xfail(strict=True, reason=(
-        "a member's error says 'train/loss is not finite at step N' and its step is the bad one, a solo run's "
-        "'train/loss is nan at step N' and its step where it was read; a member's result has no traceback"))),
-])
+@pytest.mark.parametrize("event", ["finished", "stopped", "diverged"])
 def test_an_array_member_records_what_its_solo_twin_records(event, life):
     _, member = life("array", event)
     _, twin = life("solo", event)
     _assert_same_result(member, twin)
 
 
-@pytest.mark.parametrize("kind", ["solo", pytest.param("array", marks=pytest.mark.xfail(
-    strict=True, reason="an array keeps Lightning's SIGTERM handling: a bare SystemExit (exit 0), its members "
-                        "recorded interrupted without interrupted_by, no checkpoint of the step it stopped at"))])
+@pytest.mark.parametrize("kind", KINDS)
 def test_sigterm_records_the_run_interrupted_at_the_step_it_saved(kind, tmp_path):
     proc, run_dir = _in_background(kind, tmp_path)
     _wait_for(lambda: (run_dir / "progress.json").is_file(), proc)  # written at the first validation
@@ -216,12 +208,18 @@ def test_sigterm_records_the_run_interrupted_at_the_step_it_saved(kind, tmp_path
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_run_relaunched_after_sigterm_ends_as_the_uninterrupted_one(kind, tmp_path, life):
+    """Relaunched by the command its last line prints (``resume with: ...``): for an array, ``ablate train-array``
+    of its members' configs and its folder."""
     proc, run_dir = _in_background(kind, tmp_path)
     _wait_for(lambda: (run_dir / "progress.json").is_file(), proc)
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=600)
+    _, err = proc.communicate(timeout=600)
     assert result_of(run_dir)["status"] == "interrupted"
-    code, _ = _train(kind, tmp_path)
+    resume = re.search(r"resume with: (.+)$", err.strip().splitlines()[-1])
+    assert resume, err[-3000:]
+    command = shlex.split(resume.group(1))
+    assert command[:2] == ["ablate", "train" if kind == "solo" else "train-array"], command
+    code = ablate_here(*command[1:], cwd=tmp_path).returncode
     assert code == 0
     assert result_of(run_dir)["resumed_from"]
     _assert_same_result(run_dir, life(kind, "finished")[1], aside=RESUMED)
