@@ -61,6 +61,11 @@ class FusedSystem(pl.LightningModule):
         self.val_metrics: dict[str, torch.Tensor] = {}  # the last validation's per-member metrics, each (K,)
         self.aux_last: dict[str, torch.Tensor] = {}  # the last step's per-member auxiliary losses, each (K,)
 
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """An array checkpoint written before ``bad_loss`` was kept (2026-12-02) resumes: its members that were
+        still training had no bad loss to keep (zeros, as a fresh array starts)."""
+        checkpoint["state_dict"].setdefault("bad_loss", torch.zeros(self.k))
+
     def scored_labels(self, labels: torch.Tensor) -> torch.Tensor:
         """labels (K, B, T) with the positions the mask does not let be scored set to padding."""
         scored = self.model.template.mask.scored(labels.size(-1), labels.device)  # (T,)

@@ -361,3 +361,18 @@ def test_a_member_not_ended_is_never_resumed_as_a_solo_run(tmp_path, status, ref
     else:
         check_not_an_array_member(tmp_path, previous)
     check_not_an_array_member(tmp_path, {"status": "interrupted"})  # a solo run's
+
+
+def test_an_array_checkpoint_from_before_bad_loss_was_kept_loads():
+    """Array checkpoints written before the members' bad loss was kept (``bad_loss``) still resume: Lightning calls
+    ``on_load_checkpoint`` before it loads the weights strictly, and the hook gives the missing buffer its fresh value."""
+    from ablate.train.fused_system import FusedSystem
+
+    cfgs = [OmegaConf.to_container(_cfg(Path("unused"), s), resolve=True, enum_to_str=True) for s in (0, 1)]
+    written, resumed = FusedSystem(cfgs), FusedSystem(cfgs)
+    old = {"state_dict": {k: v for k, v in written.state_dict().items() if k != "bad_loss"}}
+    with pytest.raises(RuntimeError, match="bad_loss"):
+        resumed.load_state_dict(old["state_dict"])  # what a strict load of the old checkpoint did without the hook
+    resumed.on_load_checkpoint(old)
+    resumed.load_state_dict(old["state_dict"])
+    assert torch.equal(resumed.bad_loss, torch.zeros(2))
