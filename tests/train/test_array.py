@@ -365,7 +365,7 @@ def test_a_member_not_ended_is_never_resumed_as_a_solo_run(tmp_path, status, ref
 
 def test_an_array_checkpoint_from_before_bad_loss_was_kept_loads():
     """Array checkpoints written before the members' bad loss was kept (``bad_loss``) still resume: Lightning calls
-    ``on_load_checkpoint`` before it loads the weights strictly, and the hook gives the missing buffer its fresh value."""
+    ``on_load_checkpoint`` before it loads weights strictly, and the hook gives the missing buffer a fresh value."""
     from ablate.train.fused_system import FusedSystem
 
     cfgs = [OmegaConf.to_container(_cfg(Path("unused"), s), resolve=True, enum_to_str=True) for s in (0, 1)]
