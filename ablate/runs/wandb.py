@@ -27,7 +27,7 @@ from pytorch_lightning.utilities import rank_zero_only
 from ablate.config.schema import Logger as LoggerKind
 from ablate.config.schema import WandbMode
 from ablate.errors import COMMAND_LINE, ConfigError
-from ablate.runs.files import config_hash, read_result, write_atomic
+from ablate.runs.files import config_hash, log_path, read_result, write_atomic
 from ablate.runs.metrics import TEST_BLEU, VAL_ACC, VAL_BLEU, VAL_LOSS, VAL_PPL, steps_done
 from ablate.runs.wandb_offline import SUPERSEDED_FILE, offline_folders, offline_runs, server_unreachable
 from ablate.runs.status import Status
@@ -166,6 +166,8 @@ def _settings() -> Any:
 class _RunLogger(WandbLogger):
     """A WandbLogger that logs at the step each value belongs to, defines ablate's summaries when its run starts, and
     finishes the run, with the outcome from ``result.json``, when :func:`ablate.train.run.train` finalizes it.
+    wandb's notes when the run starts and ends (an offline run's folder, how to sync it) go to the run's
+    ``train.log``, not the terminal; its errors still reach stderr (:func:`errors_only`).
 
     A run's W&B history holds each step once, however often it was killed and resumed. Every value is logged at
     :data:`STEP_METRIC`, the optimiser steps done (:func:`ablate.runs.metrics.steps_done`), as W&B's own step too.
@@ -187,7 +189,8 @@ class _RunLogger(WandbLogger):
     @rank_zero_experiment
     def experiment(self) -> Any:
         fresh = self._experiment is None
-        run = super().experiment  # created lazily, on first use
+        with errors_only(log_path(self._run_dir)) if fresh else contextlib.nullcontext():
+            run = super().experiment  # created lazily, on first use; wandb's notes on where it is into train.log
         if fresh:
             run.define_metric(STEP_METRIC)
             run.define_metric("*", step_metric=STEP_METRIC, step_sync=True)  # replaces WandbLogger's x-axis
@@ -242,7 +245,8 @@ class _RunLogger(WandbLogger):
         if self._experiment is None or result.get("status") != status:
             return
         record_result(self, result)
-        self._experiment.finish(exit_code=0 if status == Status.FINISHED else 1)
+        with errors_only(log_path(self._run_dir)):  # its closing notes (how to sync an offline run) too
+            self._experiment.finish(exit_code=0 if status == Status.FINISHED else 1)
         self._experiment = None  # a later use starts (resumes) the same run id again
 
 
