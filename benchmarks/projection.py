@@ -6,7 +6,9 @@ quickstart (experiments/quickstart.yaml, a sequential design, 12 to 40 runs; its
 projection and the most's). With ``--quick``: two of its rows (base, rope) at 100 steps, three seeds, a fixed design
 (6 runs): its elapsed is the projection's one number.
 
-    python benchmarks/projection.py [--quick] [--workers N]
+With ``--sweep FILE``: that sweep file instead (a Table 3 subset, say), with any ``KEY=VALUE`` overrides after it.
+
+    python benchmarks/projection.py [--quick] [--workers N] [--sweep FILE [KEY=VALUE ...]]
 """
 
 from __future__ import annotations
@@ -37,21 +39,25 @@ parameters:
 
 def _add(parser) -> None:
     parser.add_argument("--workers", type=int, default=None, help="the sweep's --workers (default: ablate's)")
+    parser.add_argument("--sweep", type=Path, default=None, help="a sweep file to run instead of the quickstart")
+    parser.add_argument("overrides", nargs="*", help="KEY=VALUE overrides of the sweep's runs (with --sweep)")
 
 
 def main() -> None:
     args = C.parse_args(__doc__, _add)
-    settings = {"sweep": "quickstart, rows base and rope, 100 steps, 3 seeds" if args.quick else
-                "experiments/quickstart.yaml", "workers": args.workers}
+    settings = {"sweep": str(args.sweep) if args.sweep else "quickstart, rows base and rope, 100 steps, 3 seeds"
+                if args.quick else "experiments/quickstart.yaml", "overrides": args.overrides, "workers": args.workers}
     machine = C.print_header("projected wall time against the actual", settings)
     with tempfile.TemporaryDirectory() as tmp:
         sweep = Path(tmp) / "sweep.yaml"
-        if args.quick:
+        if args.sweep:
+            sweep = args.sweep.resolve()
+        elif args.quick:
             sweep.write_text(QUICK % (C.REPO / "configs" / "default.yaml"))
         else:
             sweep = C.REPO / "experiments" / "quickstart.yaml"
         out = Path(tmp) / "sweep"
-        command = [sys.executable, "-m", "ablate.cli", "sweep", str(sweep), "--out", str(out)]
+        command = [sys.executable, "-m", "ablate.cli", "sweep", str(sweep), *args.overrides, "--out", str(out)]
         command += ["--workers", str(args.workers)] if args.workers else []
         start = time.time()
         done = subprocess.run(command, cwd=C.REPO, env={**os.environ, "ABLATE_PROBE": "on"}, capture_output=True,

@@ -77,18 +77,18 @@ def _killed_before_its_result(monkeypatch, cfg) -> dict:
     from ablate.train import run as run_module
 
     would: dict = {}
-    real = run_module.write_json
+    real = run_module.write_result
 
-    def write_json(path, data):
-        if path.name == "result.json" and data.get("status") == "finished":
-            would.update(data)
+    def write_result(run_dir, result, merge=False):
+        if result.get("status") == "finished":
+            would.update(result)
             raise _Killed
-        real(path, data)
+        real(run_dir, result, merge=merge)
 
-    monkeypatch.setattr(run_module, "write_json", write_json)
+    monkeypatch.setattr(run_module, "write_result", write_result)
     with pytest.raises(_Killed):
         train(cfg)
-    monkeypatch.setattr(run_module, "write_json", real)
+    monkeypatch.setattr(run_module, "write_result", real)
     return json.loads(json.dumps(would, default=str))
 
 
