@@ -16,6 +16,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from ablate.errors import COMMAND_LINE, ConfigError, check_name
+from ablate.paths import find_file
 from ablate.yamlio import load_yaml
 
 DEFAULT_SEEDS = 3  # the seeds a command-line sweep runs when --seeds is not given: the fewest a verdict can read
@@ -53,9 +54,7 @@ def inline_sweep(config: str, rows: list[str], *, seeds: int | None, margin: flo
     """
     from ablate.config import load_config
 
-    path = Path(config)
-    if not path.is_file():
-        raise ConfigError("CONFIG", config, f"an existing config file (looked in {Path.cwd()})", COMMAND_LINE)
+    path = find_file(config, Path.cwd(), key="CONFIG", source=COMMAND_LINE, what="an existing config file")
     seeds = DEFAULT_SEEDS if seeds is None else seeds
     if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= 1000:
         raise ConfigError("--seeds", seeds, "a whole number of seeds from 1 to 1000", COMMAND_LINE)

@@ -257,10 +257,8 @@ def load_sweep(path: str | Path) -> Sweep:
     Raises:
         ConfigError: an unknown key, an unsupported method, or a malformed parameter or row.
     """
-    path = Path(path)
+    path = find_file(path, Path.cwd(), key="SWEEP", source=COMMAND_LINE, what="an existing sweep YAML file")
     source = str(path)
-    if not path.is_file():
-        raise ConfigError("SWEEP", source, "an existing sweep YAML file", COMMAND_LINE)
     raw = load_yaml_file(path, key="SWEEP", source=COMMAND_LINE) or {}
     if not isinstance(raw, dict):
         raise ConfigError("<root>", type(raw).__name__, "a mapping", source)

@@ -16,6 +16,7 @@ from ablate.errors import ConfigError
 from ablate.paths import search_path, shipped_root
 from ablate.runs.files import config_hash
 from ablate.sweep import load_sweep
+from ablate.sweep.inline import inline_sweep
 from ablate.sweep.plan import run_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -190,3 +191,24 @@ def test_a_sweep_files_imports_are_module_names(tmp_path, imports):
     path = _write(tmp_path / "s.yaml", f"name: s\nimports: {imports}\nbase: configs/default.yaml\n")
     with pytest.raises(ConfigError, match=r"imports=.* expected a module name, or a list of them"):
         load_sweep(path)
+
+
+def test_a_shipped_sweep_file_and_config_on_the_command_line_are_found_from_any_folder(elsewhere):
+    """``ablate sweep experiments/quickstart.yaml`` and ``ablate sweep configs/default.yaml --rows ...`` from a study
+    folder: the current folder first, then the shipped folder."""
+    assert Path(load_sweep("experiments/quickstart.yaml").path) == REPO / "experiments" / "quickstart.yaml"
+    sweep = inline_sweep("configs/default.yaml", ["model.ffn=relu,swiglu"], seeds=2, margin=None, name=None,
+                         overrides=[])
+    assert Path(sweep["base"]["config"]) == REPO / "configs" / "default.yaml"
+    assert [row["name"] for row in sweep["rows"]] == ["base", "ffn=swiglu"]
+
+
+@pytest.mark.parametrize("key, call", [
+    ("SWEEP", lambda: load_sweep("nope.yaml")),
+    ("CONFIG", lambda: inline_sweep("nope.yaml", ["model.ffn=swiglu"], seeds=2, margin=None, name=None,
+                                    overrides=[])),
+])
+def test_a_missing_file_on_the_command_line_names_its_key_and_the_folders_looked_in(elsewhere, key, call):
+    with pytest.raises(ConfigError, match=rf"{key}='nope.yaml' .*\(looked in {elsewhere}, {REPO}\)$") as err:
+        call()
+    assert err.value.key == key and "\n" not in str(err.value)
