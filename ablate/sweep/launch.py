@@ -222,9 +222,7 @@ def dry_run_notes(sweep: Sweep, sweep_dir: Path, planner: Planner, runs: list[Pl
     else:
         where, rule = local_pool(planner, every, workers=workers, runs_per_gpu=runs_per_gpu, fuse=fuse)
 
-    def config_of(run: PlannedRun):
-        return run_config(sweep, run.overrides, sweep_dir / run.run_dir, extra, run.labels)
-
+    config_of = configs_of(sweep, sweep_dir, extra)
     groups = arrays_of(todo, every, config_of, rule, len(where), sweep_dir)
     lines += seeds_note(groups, rule, config_of, later_looks=bool(sweep.decide.max_seeds))
     if probe and cluster is None and groups:
@@ -257,6 +255,12 @@ def sweep_projection(sweep: Sweep, groups: list[list[PlannedRun]], config_of: Ca
                        later_looks=max(0, max_seeds - first) if max_seeds else 0)
 
 
+def configs_of(sweep: Sweep, sweep_dir: Path, extra: list[str]) -> Callable[[PlannedRun], Any]:
+    """A planned run's config in ``sweep_dir``, the command line's ``extra`` overrides included: what its process
+    trains, what the arrays are grouped and the probe measures by."""
+    return lambda run: run_config(sweep, run.overrides, sweep_dir / run.run_dir, extra, run.labels)
+
+
 def cluster_fusing(fuse: str | int) -> Fusing | None:
     """Which seeds a cluster backend's jobs fuse: with ``--fuse on`` or ``N``, as asked; otherwise (``auto``, ``off``)
     every run alone, since the launcher cannot see the nodes' GPUs to size an array."""
@@ -267,9 +271,7 @@ def record_projection(sweep: Sweep, sweep_dir: Path, runs: Runs, todo: Runs, whe
                       rule: Fusing, extra: list[str]) -> None:
     """Probe, print the projection and record it in the sweep folder (:func:`ablate.sweep.projection.
     write_projection`), before the first run starts."""
-    def config_of(run: PlannedRun):
-        return run_config(sweep, run.overrides, sweep_dir / run.run_dir, extra, run.labels)
-
+    config_of = configs_of(sweep, sweep_dir, extra)
     lines = projected(lambda: sweep_projection(sweep, arrays_of(todo, runs, config_of, rule, len(where), sweep_dir),
                                                config_of, where),
                       # the runs start now: the actual's elapsed is counted from here
@@ -325,20 +327,20 @@ def launch(sweep: Sweep, *, extra: list[str], sweep_dir: Path | None, workers: i
     if queue.planned_ahead:  # the others plan as they go: their bar counts
         print(start_note(sweep.name, runs, list(queue.todo), sweep_dir,
                          sweep.decide.most_runs(len({r.variant for r in runs}))), file=sys.stderr)
-    earlier = [r for r in runs if r.id not in todo_ids]  # ended in an earlier launch
+    ended = [r for r in runs if r.id not in todo_ids]  # ended in an earlier launch
     backend: Backend | None = None
     if cluster is not None:
-        where, rule = cluster.slots(None if queue.total is None else queue.total - len(earlier)), cluster_fusing(fuse)
+        where, rule = cluster.slots(None if queue.total is None else queue.total - len(ended)), cluster_fusing(fuse)
         backend = cluster.open(sweep_dir)
     else:
         where, rule = local_pool(planner, runs, workers=workers, runs_per_gpu=runs_per_gpu, fuse=fuse)
         if probe and queue.todo and not projection_path(sweep_dir).is_file():
             record_projection(sweep, sweep_dir, runs, list(queue.todo), where, rule, extra)
-    outcome = execute(queue, lambda r: OmegaConf.to_yaml(run_config(sweep, r.overrides, sweep_dir / r.run_dir, extra,
-                                                                     r.labels)),
+    config_of = configs_of(sweep, sweep_dir, extra)
+    outcome = execute(queue, lambda r: OmegaConf.to_yaml(config_of(r)),
                       sweep_dir, slots=where, backend=backend, progress=progress, evaluate=evaluate,
                       hyperband=sweep.early_terminate, metric=sweep.metric["name"], goal=sweep.metric["goal"],
-                      settled=earlier, fusing=rule)
+                      settled=ended, fusing=rule)
     outcome.failed = {**settled.failed, **outcome.failed}
     outcome.skipped += settled.skipped
     return sweep_dir, runs, outcome
