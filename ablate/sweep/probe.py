@@ -16,6 +16,7 @@ bandwidth; ``benchmarks/projection.py`` measures the projection against the actu
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import os
@@ -35,7 +36,7 @@ from ablate.train.threads import usable_cores
 WARMUP_STEPS = 1  # untimed: the first step allocates and fills caches
 TIMED_STEPS = 3
 DECODED_SENTENCES = 8  # the evaluate: decode's sample, spread over the split
-EVALUATE_DEFAULTS = {"split": "test", "beam": 4, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 50}  # ablate evaluate's
+EVALUATED_SETTINGS = ("split", "beam", "alpha")  # the evaluate: options that change what its decode costs
 
 
 @contextmanager
@@ -197,8 +198,10 @@ def _evaluate(system, data, cfg: DictConfig, evaluate: dict[str, Any], where: to
     to the |x| + 50 limit), scaled to the split. A language model's evaluation scores the test split's batches: one
     is timed and scaled."""
     from ablate.decode import translate
+    from ablate.evaluate.evaluate import evaluate_run
 
-    settings = {**EVALUATE_DEFAULTS, **{k: v for k, v in evaluate.items() if k in EVALUATE_DEFAULTS}}
+    defaults = inspect.signature(evaluate_run).parameters  # ablate evaluate's own defaults, asked of it
+    settings = {k: evaluate.get(k, defaults[k].default) for k in EVALUATED_SETTINGS}
     if not hasattr(data, "references"):
         loader = data.test_dataloader() if hasattr(data, "test_dataloader") else data.val_dataloader()
         seconds, n = _validation_batch(system, loader, where, lambda: torch.autocast(where.type, enabled=False))
