@@ -193,10 +193,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                         "max_jobs": args.max_jobs, "sbatch": args.sbatch}, COMMAND_LINE)
         runner = SlurmBackend.connect(settings, dry_run=args.dry_run)
     notes: list[str] = []
-    from ablate.sweep.runner import interrupt_on
+    from ablate.train.signals import FROM_OUTSIDE, sigterm_raises, stopped_by
 
     try:
-        with interrupt_on(signal.SIGTERM):
+        with sigterm_raises():  # SIGTERM (a scheduler's preemption) stops the sweep as Ctrl-C does
             sweep_dir, runs, outcome = launch(sweep, extra=args.overrides,
                                               sweep_dir=Path(args.out) if args.out else None,
                                               workers=args.workers or default_workers(),
@@ -205,8 +205,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                               notes=None if args.json else notes,
                                               change_design=args.change_design,
                                               probe=False if args.no_probe or args.json else None)
-    except KeyboardInterrupt as stop:
-        signum = getattr(stop, "signum", signal.SIGINT)
+    except FROM_OUTSIDE as stop:
+        signum = stopped_by(stop)
         if args.backend == "slurm":
             print(f"ablate: interrupted by {signal.Signals(signum).name}: the Slurm jobs go on (squeue lists them); "
                   f"the launcher waits for them again, and submits what is missing, with: {relaunch_command(args)}",

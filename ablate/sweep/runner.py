@@ -12,8 +12,8 @@ counted.
   (``progress.json``) every few seconds and asks the runs W&B's rule would stop to stop (``STOP``).
 - Each run holds a lock on its directory while it trains (see :mod:`ablate.runs.lock`), so two
   sweep processes on the same sweep never train the same run twice.
-- A signal that stops the sweep process stops the pool (:func:`interrupt_on`, :meth:`Backend.stop`): its runs save
-  the step they are in, and a relaunch resumes them.
+- A signal that stops the sweep process (SIGTERM too: :func:`ablate.train.signals.sigterm_raises`) stops the pool
+  (:meth:`Backend.stop`): its runs save the step they are in, and a relaunch resumes them.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
+from typing import Callable, Iterator, Protocol
 
 from omegaconf import OmegaConf
 
-from ablate.exits import EXIT_LOCKED, signal_exit
+from ablate.exits import EXIT_LOCKED
 from ablate.runs.files import read_history, read_result
 from ablate.runs.metrics import VAL_LOSS
 from ablate.runs.status import Status
@@ -42,6 +42,7 @@ from ablate.sweep.plan import PlannedRun
 from ablate.sweep.progress import look_line, progress_bar
 from ablate.sweep.queue import RunQueue
 from ablate.train.life import StopFile
+from ablate.train.signals import FROM_OUTSIDE, stopped_by
 
 
 @dataclass
@@ -71,36 +72,6 @@ def pending(runs: list[PlannedRun], sweep_dir: Path, retry_failed: bool,
         else:
             todo.append(run)
     return todo, outcome
-
-
-class Interrupted(KeyboardInterrupt):
-    """A signal that stops a sweep as Ctrl-C does (``signum``: which; ``exit_code``: the command's)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-    @property
-    def exit_code(self) -> int:
-        return signal_exit(self.signum)
-
-
-@contextlib.contextmanager
-def interrupt_on(signum: int) -> Iterator[None]:
-    """Within the block, ``signum`` (SIGTERM: a scheduler's preemption) stops the sweep as Ctrl-C does: the pool
-    passes it on to its runs (each then saves what resumes it) and waits for them."""
-    def stop(number: int, frame: Any) -> None:
-        raise Interrupted(number)
-
-    try:
-        previous = signal.signal(signum, stop)
-    except ValueError:  # not the main thread: leave the signal as it is
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signum, previous)
 
 
 class Backend(Protocol):
@@ -240,8 +211,8 @@ def _passed_on(backend: Backend) -> Iterator[None]:
     """A signal that stops the pool stops its jobs before the pool waits for them (:meth:`Backend.stop`)."""
     try:
         yield
-    except KeyboardInterrupt as stop:
-        backend.stop(getattr(stop, "signum", signal.SIGINT))
+    except FROM_OUTSIDE as stop:
+        backend.stop(stopped_by(stop))
         raise
 
 

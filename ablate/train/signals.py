@@ -1,6 +1,7 @@
-"""What stops a run from outside: SIGINT (Ctrl-C) and SIGTERM (a cluster scheduler's preemption, a sweep going away),
-and the exception that says so once the run has saved what resumes it (:class:`ablate.train.callbacks.SignalStop`).
-Light to import: the command line catches it."""
+"""What stops a command from outside: SIGINT (Ctrl-C) and SIGTERM (a cluster scheduler's preemption, a sweep going
+away), and the one exception that says so: a run's, once it has saved what resumes it
+(:class:`ablate.train.callbacks.SignalStop`), and a sweep's, whose pool passes the signal on to its runs
+(:mod:`ablate.sweep.runner`). Light to import: the command line catches it."""
 
 from __future__ import annotations
 
@@ -13,15 +14,18 @@ from typing import Iterator
 from ablate.exits import STOP_SIGNALS, signal_exit
 from ablate.runs.files import last_checkpoint, resume_command
 
-__all__ = ["STOP_SIGNALS", "Interrupted", "sigterm_raises"]
+__all__ = ["FROM_OUTSIDE", "STOP_SIGNALS", "Interrupted", "sigterm_raises", "stopped_by"]
 
 
 class Interrupted(BaseException):
-    """Training was stopped by SIGINT (Ctrl-C) or SIGTERM (a scheduler's preemption, a sweep going away), after
-    saving what resumes it. Not an ``Exception``: nothing failed. ``step``: where it stopped, once known; ``run_dir``:
-    the run's folder, once made; ``removed``: training had not started in a folder the command made, now removed;
-    ``checkpoint`` and ``command``: what it resumes from and the command that resumes it, when they are not a solo
-    run's in ``run_dir`` (a seed array's: its own checkpoint, ``ablate train-array``)."""
+    """A command (a run, a seed array, a sweep) was stopped by SIGINT (Ctrl-C) or SIGTERM (a scheduler's preemption, a
+    sweep going away); a run raises it after saving what resumes it. Not an ``Exception``: nothing failed; not a
+    ``KeyboardInterrupt`` either, which Lightning turns into ``exit(1)``.
+
+    ``step``: where it stopped, once known; ``run_dir``: the run's folder, once made; ``removed``: training had not
+    started in a folder the command made, now removed; ``checkpoint`` and ``command``: what it resumes from and the
+    command that resumes it, when they are not a solo run's in ``run_dir`` (a seed array's: its own checkpoint,
+    ``ablate train-array``)."""
 
     def __init__(self, signum: int, step: int | None = None):
         super().__init__(signal.Signals(signum).name)
@@ -55,6 +59,16 @@ class Interrupted(BaseException):
     def exit_code(self) -> int:
         """What a shell reports for a process that a signal ended: 128 + the signal's number (130, 143)."""
         return signal_exit(self.signum)
+
+
+# what a command stopped from outside raises: Ctrl-C's own KeyboardInterrupt (before a handler of ablate's is installed,
+# or where Python's default one stands), or Interrupted
+FROM_OUTSIDE = (KeyboardInterrupt, Interrupted)
+
+
+def stopped_by(exc: BaseException) -> int:
+    """The signal that ``exc``, one of :data:`FROM_OUTSIDE`, says stopped the command (a KeyboardInterrupt: SIGINT)."""
+    return exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
 
 
 @contextmanager
