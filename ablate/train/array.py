@@ -21,18 +21,18 @@ from typing import Any
 
 import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
-from pytorch_lightning.callbacks import ModelCheckpoint
 
 from ablate.data import build_task
 from ablate.data.members import MemberData
 from ablate.errors import COMMAND_LINE, ConfigError
-from ablate.runs.files import (ARRAY_FILE, BEST_CHECKPOINT, CHECKPOINTS_DIR, CONFIG_FILE, LAST_CHECKPOINT, LAST_STEM,
+from ablate.runs.files import (ARRAY_FILE, BEST_CHECKPOINT, CHECKPOINTS_DIR, CONFIG_FILE, LAST_CHECKPOINT,
                                PROGRESS_FILE, RESULT_FILE, array_resume_command, being_written, config_hash,
                                config_path, read_result, variant_hash, write_atomic, write_json, write_result)
 from ablate.runs.lock import run_lock
 from ablate.runs.status import SETTLED, Status
+from ablate.runs.sweep_folder import ARRAYS_DIR
 from ablate.train.callbacks import SignalStop, ValidateAtLastStep, WallClock
-from ablate.train.checkpoints import AtomicCheckpointIO, checkpoint_every
+from ablate.train.checkpoints import AtomicCheckpointIO, checkpoint_every, last_checkpoint_callback
 from ablate.train.fusable import why_not_fused
 from ablate.train.fused_system import FusedSystem
 from ablate.train.kernels import choose_attention_kernel, pin_attention_backends
@@ -53,7 +53,7 @@ def array_dir_of(cfgs: list[DictConfig]) -> Path:
     (same configs, same run directories) find the same folder, and resume from it."""
     key = "\n".join(f"{Path(c.output_dir).resolve()}:{config_hash(c)}" for c in cfgs)
     first = Path(cfgs[0].output_dir)
-    return first.parent.parent / "arrays" / hashlib.sha256(key.encode()).hexdigest()[:12]
+    return first.parent.parent / ARRAYS_DIR / hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 def check_members(cfgs: list[DictConfig]) -> None:
@@ -158,8 +158,7 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
     callbacks = [clock, *bleu, book, ValidateAtLastStep(), ArrayResume(), stop]
     status, error = Status.INTERRUPTED, None
     try:
-        # at every validation, replacing the one before (no monitor: the newest is the one kept)
-        last_only = ModelCheckpoint(dirpath=array_dir, filename=LAST_STEM, save_top_k=1, enable_version_counter=False)
+        last_only = last_checkpoint_callback(array_dir)  # the array's own last.ckpt, at every validation
         bar = progress(cfgs[0].train.log_every, cfgs[0].trainer.enable_progress_bar)  # lines off a terminal
         trainer = pl.Trainer(**trainer_settings(cfgs[0], array_dir, logger=False, plugins=[AtomicCheckpointIO()],
                                                 callbacks=[last_only, *callbacks, *bar]))
@@ -230,7 +229,7 @@ def _result(m: Member, attempt: Attempt, fused: dict[str, Any], known: dict[str,
     knows of the member (None: it is only starting, ``running``)."""
     outcome = None
     if book is not None:
-        outcome = Outcome(m.status, step=m.step, final=m.final, best=m.best, train_tokens=m.tokens,
+        outcome = Outcome(m.status, step=m.step, final=m.final, best=m.best.value, train_tokens=m.tokens,
                           tokens_per_s=tokens_per_s(m.tokens, book.train_seconds),
                           wall_time_s=known["wall_time_s"], resumed_exactly=True,  # ArrayResume restores every position
                           error=m.error, traceback=m.traceback or known["traceback"],

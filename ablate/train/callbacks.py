@@ -17,7 +17,7 @@ import torch
 from pytorch_lightning.callbacks import TQDMProgressBar
 
 from ablate.runs.metrics import CURVES, TOKENS_PER_S, TRAIN_LOSS, VAL_LOSS
-from ablate.train.life import ProgressFile, StopFile, TrainClock, not_finite, tokens_per_s
+from ablate.train.life import BestWeights, ProgressFile, StopFile, TrainClock, not_finite, tokens_per_s
 from ablate.train.signals import STOP_SIGNALS, Interrupted
 
 
@@ -161,6 +161,40 @@ class Progress(pl.Callback):
             return
         self.file.record(trainer.global_step, {k: float(v) for k, v in trainer.callback_metrics.items()
                                                if k.startswith("val/") and v.numel() == 1})
+
+
+class Best(pl.Callback):
+    """Keeps the run's best validation and its ``best.ckpt`` (:class:`ablate.train.life.BestWeights`, as a seed
+    array's member keeps its own) at every validation; ``value``: the lowest val/loss so far (infinite: none)."""
+
+    def __init__(self, run_dir: Path, cfg: Any):
+        self.weights, self.cfg = BestWeights(run_dir), cfg
+
+    @property
+    def value(self) -> float:
+        return self.weights.value
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"value": self.weights.value}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.weights.value = float(state_dict["value"])
+
+    def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
+        # a checkpoint of an earlier ablate, whose best was Lightning's ModelCheckpoint on val/loss (the state
+        # load_state_dict is given, when there is one, comes after this)
+        for key, state in checkpoint.get("callbacks", {}).items():
+            if key.startswith("ModelCheckpoint") and f"'monitor': '{VAL_LOSS}'" in key:
+                if (score := state.get("best_model_score")) is not None:
+                    self.weights.value = float(score)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        value = trainer.callback_metrics.get(VAL_LOSS)
+        if trainer.sanity_checking or value is None:
+            return
+        # every rank keeps the value (its checkpoint state); the first writes the file
+        weights = pl_module.model.state_dict() if trainer.is_global_zero else None
+        self.weights.offer(float(value), weights, self.cfg, trainer.global_step)
 
 
 class StopRequest(pl.Callback):

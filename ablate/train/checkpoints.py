@@ -19,8 +19,8 @@ from omegaconf import OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.plugins.io import TorchCheckpointIO
 
-from ablate.runs.files import (CHECKPOINT_SUFFIX, STEP_STEM, TEMPORARY_SUFFIX, checkpoints_dir, step_checkpoint,
-                               step_checkpoints, step_of)
+from ablate.runs.files import (CHECKPOINT_SUFFIX, LAST_STEM, STEP_STEM, TEMPORARY_SUFFIX, checkpoints_dir,
+                               step_checkpoint, step_checkpoints, step_of)
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -54,6 +54,17 @@ def clear_checkpoints(folder: Path) -> list[Path]:
 def checkpoint_every(cfg: Any) -> int:
     """The steps between two step checkpoints: ``train.checkpoint_every``, else ``train.val_every``."""
     return cfg.train.checkpoint_every or cfg.train.val_every
+
+
+def last_checkpoint_callback(dirpath: str | Path) -> ModelCheckpoint:
+    """A ModelCheckpoint that writes ``<dirpath>/last.ckpt`` (weights, optimiser, loop and random states: what a run,
+    or a seed array, resumes from) at every validation, replacing the one before.
+
+    No monitor: with one, Lightning (2.6) writes ``save_last`` only at a validation whose monitored value improved, so
+    a run whose val/loss had stopped improving kept an older step's last.ckpt (a run of 40 steps ended with step 30's
+    weights there). The best validation's weights are :class:`ablate.train.life.BestWeights`'s.
+    """
+    return ModelCheckpoint(dirpath=dirpath, filename=LAST_STEM, save_top_k=1, enable_version_counter=False)
 
 
 def step_checkpoint_callback(dirpath: str | Path, *, every_n_train_steps: int, keep: int) -> ModelCheckpoint:

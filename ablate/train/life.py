@@ -1,19 +1,21 @@
 """The steps of one run's life that every run goes through, written once: a solo run's callbacks
 (:mod:`ablate.train.callbacks`) call them for their run, a seed array's callback (:mod:`ablate.train.members`) for each
-of its members, so that the two cannot disagree about a run's STOP request, its ``progress.json``, how a non-finite
-loss fails it, or its throughput.
+of its members, so that the two cannot disagree about a run's STOP request, its ``progress.json``, its best
+validation and ``best.ckpt``, how a non-finite loss fails it, or its throughput.
 
 Each object is one run's; it knows nothing of Lightning: the callbacks read the trainer and hand it the values.
 """
 
 from __future__ import annotations
 
+import math
 import time
 import traceback
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
-from ablate.runs.files import PROGRESS_FILE, STOP_FILE, read_json, write_atomic, write_json
+from ablate.runs.files import PROGRESS_FILE, STOP_FILE, best_checkpoint, read_json, write_atomic, write_json
+from ablate.train.checkpoints import save_weights
 
 # the reason a stop request gives when its STOP file is empty
 STOPPED_BY_A_REQUEST = "stopped by a request"
@@ -60,6 +62,28 @@ class ProgressFile:
         for key, value in values.items():
             self.history.setdefault(key, []).append([step, float(value)])
         write_json(self.path, {"step": step, "history": self.history})
+
+
+class BestWeights:
+    """A run's lowest ``val/loss`` so far (``value``; infinite: none yet), and ``checkpoints/best.ckpt``, the weights
+    of the validation that gave it (:func:`ablate.train.checkpoints.save_weights`: what ``ablate evaluate`` reads by
+    default). A value that is not finite is never the best (it fails the run: :func:`not_finite`), and a tie keeps the
+    earlier step. ``value`` travels in the run's checkpoints, so a resumed run's best is that of all its attempts."""
+
+    def __init__(self, run_dir: Path):
+        self.path = best_checkpoint(run_dir)
+        self.value = math.inf
+
+    def offer(self, value: float, state_dict: Mapping[str, Any] | None, cfg: Any, step: int) -> bool:
+        """The validation at ``step`` scored ``value``: when it is the best, keep it and write ``state_dict`` (the
+        model's weights; None: another process writes them, a DDP rank other than the first) as best.ckpt. Whether
+        it was."""
+        if not (math.isfinite(value) and value < self.value):
+            return False
+        self.value = value
+        if state_dict is not None:
+            save_weights(self.path, dict(state_dict), cfg, step)
+        return True
 
 
 def not_finite(metric: str, step: int, value: float | None = None) -> FloatingPointError:

@@ -23,12 +23,12 @@ import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig
 
-from ablate.runs.files import best_checkpoint, last_checkpoint, read_result
+from ablate.runs.files import last_checkpoint, read_result
 from ablate.runs.metrics import CURVES, LR, TOKENS_PER_S, TRAIN_LOSS, VAL_LOSS
 from ablate.runs.status import Status
 from ablate.train.checkpoints import drop_step_checkpoints_after, keep_step_weights, save_weights
 from ablate.train.fused_system import RUNNING, FusedSystem
-from ablate.train.life import ProgressFile, StopFile, TrainClock, failure, not_finite, tokens_per_s, trace
+from ablate.train.life import BestWeights, ProgressFile, StopFile, TrainClock, failure, not_finite, tokens_per_s, trace
 from ablate.train.signals import Interrupted
 
 
@@ -46,15 +46,16 @@ class Member:
     stopped_because: str | None = None
     interrupted_by: str | None = None  # SIGINT, SIGTERM
     step: int = 0
-    best: float = math.inf
     final: dict[str, float] = field(default_factory=dict)
     tokens: int = 0
     ended_before: bool = False  # it ended in an earlier attempt of its array: its record is not this attempt's
     progress: ProgressFile = field(init=False)
     stop: StopFile = field(init=False)
+    best: BestWeights = field(init=False)  # its lowest val/loss so far and best.ckpt
 
     def __post_init__(self) -> None:
         self.progress, self.stop = ProgressFile(self.run_dir), StopFile(self.run_dir)
+        self.best = BestWeights(self.run_dir)
 
 
 class Members(pl.Callback):
@@ -83,13 +84,13 @@ class Members(pl.Callback):
         # records each member's final values
         # with the window not yet logged: a checkpoint saved between two logs (a stop on a signal) counts its tokens
         window = self._tokens.tolist() if self._tokens is not None else [0] * len(self.members)
-        return {"tokens": [m.tokens + n for m, n in zip(self.members, window)], "best": [m.best for m in self.members],
-                "final": [m.final for m in self.members],
+        return {"tokens": [m.tokens + n for m, n in zip(self.members, window)],
+                "best": [m.best.value for m in self.members], "final": [m.final for m in self.members],
                 "train_seconds": self.clock.train_seconds + self.clock.running()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         for m, tokens, best in zip(self.members, state_dict["tokens"], state_dict["best"]):
-            m.tokens, m.best = tokens, best
+            m.tokens, m.best.value = tokens, best
         for m, final in zip(self.members, state_dict.get("final", [])):
             m.final = dict(final)
         self.clock.train_seconds = state_dict["train_seconds"]
@@ -200,9 +201,7 @@ class Members(pl.Callback):
             m.progress.record(step, mine)
             weights = pl_module.model.member_state_dict(m.index)
             save_weights(last_checkpoint(m.run_dir), weights, m.cfg, step)
-            if mine[VAL_LOSS] < m.best:
-                m.best = mine[VAL_LOSS]
-                save_weights(best_checkpoint(m.run_dir), weights, m.cfg, step)
+            m.best.offer(mine[VAL_LOSS], weights, m.cfg, step)
         for m in stopping:
             if m.status == Status.STOPPED:
                 self.record(m)  # with its validation

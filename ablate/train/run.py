@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import sys
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
-from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
+from pytorch_lightning.callbacks import LearningRateMonitor
 from pytorch_lightning.loggers import CSVLogger, Logger
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 from pytorch_lightning.utilities.rank_zero import rank_zero_only
@@ -23,16 +22,17 @@ from pytorch_lightning.utilities.warnings import PossibleUserWarning
 from ablate.config.schema import Logger as LoggerKind
 from ablate.data import build_task
 from ablate.errors import ConfigError
-from ablate.runs.files import (BEST_STEM, checkpoints_dir, config_hash, config_path, last_checkpoint, log_path,
+from ablate.runs.files import (checkpoints_dir, config_hash, config_path, last_checkpoint, log_path,
                                read_result, result_path, resume_command, write_atomic, write_result)
 from ablate.runs.lock import run_lock
-from ablate.runs.metrics import VAL_LOSS, steps_done
+from ablate.runs.metrics import steps_done
 from ablate.runs.status import Status
-from ablate.train.callbacks import (FinalValues, FiniteLoss, Progress, SignalStop, StopRequest, TokenThroughput,
+from ablate.train.callbacks import (Best, FinalValues, FiniteLoss, Progress, SignalStop, StopRequest, TokenThroughput,
                                     ValidateAtLastStep, WallClock)
 from ablate.train.life import failure, trace
 from ablate.train.signals import Interrupted
-from ablate.train.checkpoints import AtomicCheckpointIO, checkpoint_every, clear_checkpoints, step_checkpoint_callback
+from ablate.train.checkpoints import (AtomicCheckpointIO, checkpoint_every, clear_checkpoints, last_checkpoint_callback,
+                                      step_checkpoint_callback)
 from ablate.train.kernels import choose_attention_kernel, pin_attention_backends
 from ablate.train.precision import run_precision
 from ablate.train.logs import drop_adverts, progress, summary_line
@@ -92,13 +92,9 @@ def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *
     not wrap its sampler in a DistributedSampler.
     """
     t = cfg.train
-    checkpoints = [
-        # No version counter: best.ckpt and last.ckpt are always these names (evaluate, generate and attention read
-        # them); a run that starts over holds no checkpoint of an earlier attempt (checkpoints.clear_checkpoints).
-        ModelCheckpoint(dirpath=checkpoints_dir(run_dir), filename=BEST_STEM, monitor=VAL_LOSS, mode="min",
-                        save_last=True, enable_version_counter=False),
-        LearningRateMonitor(logging_interval="step"),
-    ]
+    # last.ckpt at every validation (best.ckpt: the Best callback); a run that starts over holds no checkpoint of an
+    # earlier attempt (checkpoints.clear_checkpoints)
+    checkpoints = [last_checkpoint_callback(checkpoints_dir(run_dir)), LearningRateMonitor(logging_interval="step")]
     checkpoints += progress(t.log_every, cfg.trainer.enable_progress_bar)  # a bar on a terminal, lines off one
     if t.keep_checkpoints:  # weights of the last k step checkpoints, for checkpoint averaging (section 6.1)
         checkpoints.append(step_checkpoint_callback(checkpoints_dir(run_dir), keep=t.keep_checkpoints,
@@ -240,8 +236,8 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
     if lead and resume is None:  # starting over: an earlier attempt's best.ckpt and step checkpoints are not this run's
         clear_checkpoints(checkpoints_dir(run_dir))
     throughput, clock = TokenThroughput(pad_id=cfg.data.pad_id, every=cfg.train.log_every), WallClock(start)
-    values = FinalValues()
-    callbacks: list[pl.Callback] = [throughput, clock, values, FiniteLoss(every=cfg.train.log_every)]
+    values, best = FinalValues(), Best(run_dir, cfg)
+    callbacks: list[pl.Callback] = [throughput, clock, values, FiniteLoss(every=cfg.train.log_every), best]
     if cfg.train.val_bleu:
         callbacks.append(ValidationBleu())  # does nothing for tasks without references
     requested = StopRequest(run_dir)
@@ -297,9 +293,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
                           Status.FINISHED)
         outcome.stopped_because = requested.reason
     finally:
-        best = trainer.checkpoint_callback.best_model_score if trainer.checkpoint_callback else None
-        outcome.step, outcome.final = trainer.global_step, values.final(trainer)
-        outcome.best = float(best) if best is not None else math.nan
+        outcome.step, outcome.final, outcome.best = trainer.global_step, values.final(trainer), best.value
         outcome.train_tokens, outcome.tokens_per_s = throughput.total_tokens, throughput.tokens_per_s
         outcome.wall_time_s, outcome.resumed_exactly = clock.seconds, resumer.exact
         result = run_result(cfg, run_dir, trainer, attempt, outcome)
