@@ -12,7 +12,7 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from ablate.report.collect import Plan, read_plan, read_runs
+from ablate.report.collect import Plan, read_runs, report_plan
 from ablate.report.table import (Effect, Report, Trend, VariantRow, going, group_by_variant, metric_keys,
                                  variant_row)
 from ablate.runs.outcome import common_step, outcomes
@@ -162,7 +162,7 @@ def build_report(sweep_dir: Path, *, now: datetime | None = None) -> Report:
         ConfigError: plan.json lacks a required key or its metric is malformed.
     """
     sweep_dir = Path(sweep_dir)
-    plan = read_plan(sweep_dir)
+    plan = report_plan(sweep_dir)
     runs = read_runs(sweep_dir, plan)
     keys = metric_keys(runs, plan.metric, [j.name for j in plan.judged])
     rows = [variant_row(name, group, keys, is_base=name == plan.base_variant)

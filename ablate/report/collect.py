@@ -18,7 +18,7 @@ from ablate.runs.outcome import RunRow, outcomes, read_run
 from ablate.runs.plan import plan_path, read_plan_record
 from ablate.stats.design import Design, Judged
 
-__all__ = ["Plan", "RunRow", "outcomes", "read_plan", "read_runs"]  # RunRow, outcomes: from ablate.runs.outcome
+__all__ = ["Plan", "RunRow", "outcomes", "read_runs", "report_plan"]  # RunRow, outcomes: from ablate.runs.outcome
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,8 @@ class Plan:
     judged: tuple[Judged, ...] = ()  # the metrics every row is judged on, the headline (``metric``) first
 
 
-def read_plan(sweep_dir: Path) -> Plan:
-    """Read and check ``<sweep_dir>/plan.json`` (:class:`ablate.runs.plan.PlanRecord`).
+def report_plan(sweep_dir: Path) -> Plan:
+    """The report's view of ``<sweep_dir>/plan.json``, read and checked by :func:`ablate.runs.plan.read_plan_record`.
 
     Args:
         sweep_dir: a sweep directory written by the sweep runner.

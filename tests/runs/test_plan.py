@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ablate.errors import ConfigError
-from ablate.report.collect import read_plan
+from ablate.report.collect import report_plan
 from ablate.runs.plan import PLAN_FILE, PlanRecord, plan_path, planned_runs, read_plan_record, write_plan_record
 from ablate.stats.design import Design
 from ablate.sweep import load_sweep
@@ -42,7 +42,7 @@ def test_what_the_sweep_writes_the_report_reads_field_for_field(tmp_path):
     record = read_plan_record(tmp_path)
     assert record == plan_of(sweep, runs) and record.to_json() == json.loads(plan_path(tmp_path).read_text())
     assert read_planned(tmp_path) == runs
-    plan = read_plan(tmp_path)
+    plan = report_plan(tmp_path)
     assert (plan.name, plan.metric, plan.goal, plan.base_variant) == (sweep.name, sweep.metric["name"],
                                                                       record.goal, "base")
     assert plan.runs == record.runs and plan.design == Design.from_json(record.design)
