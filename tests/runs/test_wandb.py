@@ -336,7 +336,12 @@ def test_a_server_that_never_answers_is_unreachable_within_the_timeout(monkeypat
     """A black-holed network (or a resolver that cannot be reached) never answers: the deadline holds for the name's
     lookup and the connection together."""
     never = threading.Event()
+
+    def black_hole(*args, **kwargs):
+        never.wait()  # released when the test ends, as the caller's socket would time out at last
+        raise TimeoutError("timed out")
+
     monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.invalid")
-    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: never.wait())
+    monkeypatch.setattr(socket, "create_connection", black_hole)
     assert offline.server_unreachable(timeout=0.2) == "https://wandb.invalid cannot be reached (timed out)"
     never.set()
