@@ -73,8 +73,14 @@ def _in_background(kind: str, work: Path) -> tuple[subprocess.Popen, Path]:
     args, run_dir = _command(kind, work)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "ablate.cli", *args], cwd=work, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_default)
     return proc, run_dir
+
+
+def _ctrl_c_default() -> None:
+    """In the child, before it runs ablate: SIGINT's default, as a terminal's foreground job has it (a suite started in
+    the background ignores SIGINT, its children inherit that, and Python then never raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for(ready, proc: subprocess.Popen) -> None:
@@ -194,15 +200,17 @@ def test_an_array_member_records_what_its_solo_twin_records(event, life):
     _assert_same_result(member, twin)
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 @pytest.mark.parametrize("kind", KINDS)
-def test_sigterm_records_the_run_interrupted_at_the_step_it_saved(kind, tmp_path):
+def test_a_signal_records_the_run_interrupted_at_the_step_it_saved(kind, signum, tmp_path):
+    """SIGTERM (a scheduler's preemption) exits 143, SIGINT (Ctrl-C) 130, as a shell reports them."""
     proc, run_dir = _in_background(kind, tmp_path)
     _wait_for(lambda: (run_dir / "progress.json").is_file(), proc)  # written at the first validation
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=600)
-    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert proc.returncode == 128 + signum, err[-3000:]
     result = result_of(run_dir)
-    assert result["status"] == "interrupted" and result["interrupted_by"] == "SIGTERM", result
+    assert result["status"] == "interrupted" and result["interrupted_by"] == signal.Signals(signum).name, result
     assert EVERY <= result["step"] < STEPS and _step_of(run_dir / "checkpoints/last.ckpt") == result["step"]
 
 
