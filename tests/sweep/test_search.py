@@ -78,31 +78,41 @@ def test_a_local_bayes_sweep_runs_plans_as_it_goes_and_resumes(tmp_path):
 
 
 @pytest.mark.slow
-def test_hyperband_stops_the_runs_its_rule_stops(tmp_path):
-    """Two seeds of a learning run, then a run that cannot learn (lr 1e-8): at iteration 2 its loss is worse than
-    the second best of three, so W&B's rule (min_iter 2, eta 2) stops it. The stuck run is given 400 steps, so it
-    cannot finish before the pool's next look (every 2 s) however fast this machine is."""
+@pytest.mark.parametrize("fuse", ["off", "on"])
+def test_hyperband_stops_the_runs_its_rule_stops(fuse, tmp_path):
+    """A learning run, then two seeds of a run that cannot learn (lr 1e-8): solo runs one after the other
+    (``--fuse off``), or the two seeds as one 2-member seed array (``--fuse on``). At iteration 2 a stuck run's loss
+    is worse than the best of the two or three runs there, so W&B's rule (min_iter 2, eta 4: position
+    floor(n / 4) = 0) stops it; the learning run, alone at each of its iterations, passes. The stuck runs are given
+    400 steps, so they cannot finish before the pool's next look (every 2 s) however fast this machine is."""
     overrides = json.dumps(QUICK + ["train.max_steps=40", "train.val_every=5", "train.schedule=constant",
                                     "train.schedule_args={warmup: 0}"])[1:-1]  # JSON strings: valid YAML
     path = write_sweep(tmp_path, f"""
         name: hb
-        early_terminate: {{type: hyperband, min_iter: 2, eta: 2}}
+        early_terminate: {{type: hyperband, min_iter: 2, eta: 4}}
         base: {{config: {REPO / 'configs/default.yaml'}, overrides: [{overrides}]}}
         rows:
           - {{name: good, train.lr: 3.0e-3, seed: 0}}
-          - {{name: good again, train.lr: 3.0e-3, seed: 1}}
-          - {{name: stuck, train.lr: 1.0e-8, train.max_steps: 400}}
+          - {{name: stuck, train.lr: 1.0e-8, train.max_steps: 400, seed: 0}}
+          - {{name: stuck again, train.lr: 1.0e-8, train.max_steps: 400, seed: 1}}
     """)
-    out = ablate_here("sweep", str(path), "--workers", "1", cwd=tmp_path)
+    out = ablate_here("sweep", str(path), "--workers", "1", "--fuse", fuse, cwd=tmp_path)
     sweep_dir = tmp_path / "sweeps" / "hb"
-    assert run_statuses(sweep_dir) == ["finished", "finished", "stopped"], out.stderr[-3000:]
-    stuck = json.loads((sweep_dir / plan_of(sweep_dir)["runs"][2]["run_dir"] / "result.json").read_text())
-    assert stuck["stopped_because"].startswith("stopped by hyperband at iteration") and stuck["step"] < 400
-    assert "1 runs stopped early by hyperband" in out.stderr and out.returncode == 0
+    assert run_statuses(sweep_dir) == ["finished", "stopped", "stopped"], out.stderr[-3000:]
+    stuck = [json.loads((sweep_dir / run["run_dir"] / "result.json").read_text())
+             for run in plan_of(sweep_dir)["runs"][1:]]
+    for result in stuck:
+        assert result["stopped_because"].startswith("stopped by hyperband at iteration") and result["step"] < 400
+    if fuse == "on":  # the two seeds trained as one array, each stopped as a member of it
+        assert [r["fused"]["index"] for r in stuck] == [0, 1] and {r["fused"]["members"] for r in stuck} == {2}
+        assert stuck[0]["fused"]["array"] == stuck[1]["fused"]["array"]
+    else:
+        assert not any("fused" in r for r in stuck)
+    assert "2 runs stopped early by hyperband" in out.stderr and out.returncode == 0
     from ablate.report import build_report
 
     c = next(r for r in build_report(sweep_dir).variants if r.name == "stuck").comparison  # against "good"
-    assert c.step is not None and c.step <= stuck["step"] and "1 of its 2 runs were stopped early" in c.reason
+    assert c.step is not None and c.step <= stuck[0]["step"] and "stopped early" in c.reason
 
 
 @pytest.mark.slow

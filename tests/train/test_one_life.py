@@ -25,10 +25,12 @@ from pathlib import Path
 
 import pytest
 import torch
+import wandb
 from omegaconf import OmegaConf
 
 from ablate.config import load_config
-from tests.conftest import REPO, TINY, ablate_here, result_of
+from tests.conftest import LM, REPO, TINY, ablate_here, result_of
+from tests.runs.wandb_records import RunLog
 
 STEPS, EVERY = 40, 10
 ARGS = [*TINY, "trainer.enable_progress_bar=false", "trainer.precision=32-true", "trainer.threads=1",
@@ -73,8 +75,14 @@ def _in_background(kind: str, work: Path) -> tuple[subprocess.Popen, Path]:
     args, run_dir = _command(kind, work)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "ablate.cli", *args], cwd=work, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_default)
     return proc, run_dir
+
+
+def _ctrl_c_default() -> None:
+    """In the child, before it runs ablate: SIGINT's default, as a terminal's foreground job has it (a suite started in
+    the background ignores SIGINT, its children inherit that, and Python then never raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for(ready, proc: subprocess.Popen) -> None:
@@ -136,7 +144,8 @@ def _stop(run_dir: Path) -> None:
 
 
 # event: the overrides that bring it, and what is done to the run's folder before it starts
-EVENTS = {"finished": ([], None), "stopped": ([], _stop), "diverged": (DIVERGES, None)}
+EVENTS = {"finished": ([], None), "stopped": ([], _stop), "diverged": (DIVERGES, None),
+          "wandb": (["logger=wandb"], None)}  # no API key here: ablate logs offline into the run's folder
 
 
 @pytest.fixture(scope="module")
@@ -149,6 +158,7 @@ def life(tmp_path_factory):
         if (kind, event) not in made:
             extra, before = EVENTS[event]
             made[kind, event] = _train(kind, tmp_path_factory.mktemp(f"{kind}-{event}"), *extra, before=before)
+            wandb.teardown()  # wandb-core writes a finished run's .wandb file in the background; wait for it
         return made[kind, event]
 
     return run
@@ -194,15 +204,17 @@ def test_an_array_member_records_what_its_solo_twin_records(event, life):
     _assert_same_result(member, twin)
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 @pytest.mark.parametrize("kind", KINDS)
-def test_sigterm_records_the_run_interrupted_at_the_step_it_saved(kind, tmp_path):
+def test_a_signal_records_the_run_interrupted_at_the_step_it_saved(kind, signum, tmp_path):
+    """SIGTERM (a scheduler's preemption) exits 143, SIGINT (Ctrl-C) 130, as a shell reports them."""
     proc, run_dir = _in_background(kind, tmp_path)
     _wait_for(lambda: (run_dir / "progress.json").is_file(), proc)  # written at the first validation
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=600)
-    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert proc.returncode == 128 + signum, err[-3000:]
     result = result_of(run_dir)
-    assert result["status"] == "interrupted" and result["interrupted_by"] == "SIGTERM", result
+    assert result["status"] == "interrupted" and result["interrupted_by"] == signal.Signals(signum).name, result
     assert EVERY <= result["step"] < STEPS and _step_of(run_dir / "checkpoints/last.ckpt") == result["step"]
 
 
@@ -237,3 +249,72 @@ def test_a_run_relaunched_after_a_kill_resumes_to_the_uninterrupted_one(kind, tm
     assert code == 0
     assert result_of(run_dir)["resumed_from"]
     _assert_same_result(run_dir, life(kind, "finished")[1], aside=RESUMED)
+
+
+def _wandb_log(run_dir: Path) -> RunLog:
+    (folder,) = (run_dir / "wandb").glob("offline-run-*")
+    return RunLog(next(folder.glob("run-*.wandb")))
+
+
+def test_an_array_member_logs_to_wandb_what_its_solo_twin_logs(life):
+    """The same history keys and val/loss by step, the same summary keys and values (best/..., final/...), the same
+    config (its output_dir aside), and both runs end with the state their result.json says."""
+    (code_a, member), (code_s, twin) = life("array", "wandb"), life("solo", "wandb")
+    assert code_a == code_s == 0
+    a, b = _wandb_log(member), _wandb_log(twin)
+    assert {k for row in a.history for k in row} == {k for row in b.history for k in row}
+    losses = [{row["step"]: row["val/loss"] for row in log.history if "val/loss" in row} for log in (a, b)]
+    assert sorted(losses[0]) == list(range(EVERY, STEPS + 1, EVERY))
+    _assert_close(losses[0], losses[1], "history val/loss")
+    for key in ("train/loss", "train/lr"):  # the learning rate logged at a step is the one that step trained with
+        _assert_close(*({row["step"]: row[key] for row in log.history if key in row} for log in (a, b)), key)
+    assert a.summary.keys() == b.summary.keys() and {"best/val/loss", "final/val/loss"} <= a.summary.keys()
+    _assert_close({k: v for k, v in a.summary.items() if not k.startswith("_") and "tokens_per_s" not in k
+                   and k not in NOT_COMPARED}, {k: v for k, v in b.summary.items() if not k.startswith("_")
+                   and "tokens_per_s" not in k and k not in NOT_COMPARED}, "summary")
+    assert a.config.pop("output_dir") != b.config.pop("output_dir")
+    _assert_close(a.config, b.config, "config")
+    for log, run_dir in ((a, member), (b, twin)):
+        assert log.summary["status"] == result_of(run_dir)["status"] == "finished" and "exit" in log.kinds()
+
+
+def _lm_train(kind: str, work: Path, data: Path) -> Path:
+    """A tiny Tiny Shakespeare run of ``kind`` (``ablate evaluate`` scores text tasks only), as ARGS train: fp32, no
+    dropout, one thread. Returns the run under test (seed 0's)."""
+    work.mkdir()
+    config, extra = REPO / "configs/tinyshakespeare.yaml", [
+        *LM, "trainer.precision=32-true", "trainer.threads=1", "model.dropout=0.0", "model.attention_dropout=0.0",
+        f"data.path={data / 'tinyshakespeare' / 'input.txt'}", f"data.cache_dir={work / 'cache'}"]
+    if kind == "solo":
+        args, run_dir = ["train", str(config), *extra, "seed=0", f"output_dir={work / 'run'}"], work / "run"
+    else:
+        args, run_dir = ["train-array"], work / "array/runs/s0"
+        for seed in (0, 1):
+            cfg = load_config(config, [*extra, f"seed={seed}", f"output_dir={work / f'array/runs/s{seed}'}"])
+            (work / f"member-s{seed}.yaml").write_text(OmegaConf.to_yaml(cfg))
+            args.append(str(work / f"member-s{seed}.yaml"))
+    out = ablate_here(*args, cwd=work)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return run_dir
+
+
+def _untimed(record):
+    """``record`` without the times it holds (``seconds``, at any depth)."""
+    if isinstance(record, dict):
+        return {k: _untimed(v) for k, v in record.items() if k != "seconds"}
+    return record
+
+
+def test_an_array_member_evaluates_as_its_solo_twin_does(shared_data, tmp_path):
+    """``ablate evaluate`` of each, from its best and from its last checkpoint: the same scores recorded."""
+    scores = []
+    for kind in KINDS:
+        run_dir = _lm_train(kind, tmp_path / kind, shared_data)
+        for choice in ("best", "last"):
+            before = result_of(run_dir)
+            out = ablate_here("evaluate", str(run_dir), "--device", "cpu", "--checkpoint", choice, cwd=tmp_path)
+            assert out.returncode == 0, out.stderr[-3000:]
+            scores.append(_untimed({k: v for k, v in result_of(run_dir).items() if before.get(k) != v}))
+    assert scores[0] and any(k.startswith("val/loss") for k in scores[0]), scores[0]
+    _assert_close(scores[0], scores[2], "best")
+    _assert_close(scores[1], scores[3], "last")
