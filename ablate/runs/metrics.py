@@ -28,6 +28,7 @@ DEFAULT_METRIC = VAL_LOSS  # a sweep's metric when its file names none; its goal
 # Curves: their last value is no result of the run (result.json's final leaves them out). A run's throughput is
 # result.json's tokens_per_s: every target token over every second of training (validation excluded), all attempts.
 CURVES = (LR, TOKENS_PER_S)
+EPOCH = "epoch"  # the epoch a logged row is in: Lightning adds it to every row a LightningModule logs
 EVALUATED = re.compile(r"^(test/bleu|val/(loss|ppl)@\d+x)$")
 AUXILIARY = re.compile(r"^(train|val)/aux/[A-Za-z0-9_]+$")  # a component's auxiliary loss (ablate.components.auxiliary)
 

@@ -42,7 +42,7 @@ from ablate.train.preflight import check_settings, make_run_dir
 from ablate.train.record import Attempt, Outcome, run_result
 from ablate.train.resume import ArrayResume
 from ablate.train.logs import progress
-from ablate.train.run import RunFailed, make_loggers, trainer_settings
+from ablate.train.run import RunFailed, log_parameters, make_loggers, trainer_settings
 from ablate.train.signals import Interrupted
 from ablate.train.threads import use_threads
 from ablate.train.validation_bleu import MemberBleu
@@ -167,6 +167,8 @@ def _fit(cfgs: list[DictConfig], system: FusedSystem, data: MemberData, run_dirs
                                             trainer.strategy.root_device)  # sdpa: an array does not fuse flex
         attempt = replace(attempt, attention_kernel=kernel)
         pin_attention_backends(trainer.strategy.root_device)
+        for m in _active(members):
+            log_parameters(m.loggers, system.n_params)
         print(threads, file=sys.stderr)
         trainer.fit(system, datamodule=data, ckpt_path=str(resume) if resume else None)
         status = Status.INTERRUPTED if trainer.interrupted else Status.FINISHED

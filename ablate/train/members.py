@@ -24,7 +24,7 @@ import torch
 from omegaconf import DictConfig
 
 from ablate.runs.files import last_checkpoint, read_result
-from ablate.runs.metrics import CURVES, LR, TOKENS_PER_S, TRAIN_LOSS, VAL_LOSS
+from ablate.runs.metrics import CURVES, EPOCH, LR, TOKENS_PER_S, TRAIN_LOSS, VAL_LOSS
 from ablate.runs.status import Status
 from ablate.train.checkpoints import drop_step_checkpoints_after, keep_step_weights, save_weights
 from ablate.train.fused_system import RUNNING, FusedSystem
@@ -77,6 +77,7 @@ class Members(pl.Callback):
         self._counting: torch.Tensor | None = None  # (K,) 1 for the members still training, on the device
         self._stopping: list[Member] = []  # stopped by a request at this step: validated at it
         self._on_schedule = False  # whether this step validates anyway
+        self._lr: float | None = None  # the learning rate this step trains with (the scheduler steps after it)
         self.clock = TrainClock()  # the array's training seconds, validation excluded: every member's
 
     def state_dict(self) -> dict[str, Any]:
@@ -117,6 +118,10 @@ class Members(pl.Callback):
                 self._fail(m, pl_module, trainer.global_step, None)
         self.clock.resume()
 
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: FusedSystem, batch: Any, batch_idx: int) -> None:
+        # what a solo run logs as train/lr (Lightning's LearningRateMonitor reads it here): the rate of this step
+        self._lr = trainer.optimizers[0].param_groups[0]["lr"]
+
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: FusedSystem, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
         if self._counting is None:
@@ -151,7 +156,7 @@ class Members(pl.Callback):
         pl_module.train_sum.zero_()
         pl_module.train_steps.zero_()
         self._check(trainer, pl_module)
-        lr = trainer.optimizers[0].param_groups[0]["lr"]
+        lr = self._lr if self._lr is not None else trainer.optimizers[0].param_groups[0]["lr"]
         aux = {name: value.tolist() for name, value in pl_module.aux_last.items()}
         for m, n, loss in zip(self.members, tokens, losses):
             m.tokens += n
@@ -162,7 +167,7 @@ class Members(pl.Callback):
                 metrics[TOKENS_PER_S] = tokens_per_s(n, seconds)
             m.final.update({k: v for k, v in metrics.items() if k not in CURVES})
             for logger in m.loggers:  # at Lightning's step, as a solo run's: the 0-based index of the last step
-                logger.log_metrics(metrics, step=trainer.global_step - 1)
+                logger.log_metrics({**metrics, EPOCH: trainer.current_epoch}, step=trainer.global_step - 1)
 
     def _check(self, trainer: pl.Trainer, pl_module: FusedSystem) -> None:
         """Fail the members whose training loss went bad since the last read."""
@@ -196,7 +201,7 @@ class Members(pl.Callback):
                 continue
             m.final, m.step = {**m.final, **mine}, step
             for logger in m.loggers:
-                logger.log_metrics(mine, step=step - 1)  # Lightning's step, as above
+                logger.log_metrics({**mine, EPOCH: trainer.current_epoch}, step=step - 1)  # Lightning's step, as above
                 logger.save()  # the rows so far on disk with the checkpoint this validation writes: a kill keeps them
             m.progress.record(step, mine)
             weights = pl_module.model.member_state_dict(m.index)

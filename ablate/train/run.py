@@ -84,6 +84,13 @@ def make_loggers(cfg: DictConfig, run_dir: Path, *, beside_others: bool = False)
     return loggers
 
 
+def log_parameters(loggers: list[Logger], n_params: dict[str, int]) -> None:
+    """Log the model's size (``params/total`` and by part: one member's, for a seed array) as the run's
+    hyperparameters: what a W&B run's config shows beside the run config."""
+    for logger in loggers:
+        logger.log_hyperparams({"params/" + k: v for k, v in n_params.items()})
+
+
 def make_trainer(cfg: DictConfig, run_dir: Path, callbacks: list[pl.Callback], *,
                  shards_itself: bool = False) -> pl.Trainer:
     """A Lightning Trainer with the config's ``trainer`` settings passed through.
@@ -253,8 +260,7 @@ def _fit(cfg: DictConfig, system: TransformerSystem, data: pl.LightningDataModul
         kernel, kernel_note = choose_attention_kernel(system.model, cfg.trainer.attention_kernel, device)
         pin_attention_backends(device)
         attempt = Attempt(started_at=start, parameters=system.n_params, resumed_from=resume, attention_kernel=kernel)
-        for logger in trainer.loggers:
-            logger.log_hyperparams({"params/" + k: v for k, v in system.n_params.items()})
+        log_parameters(trainer.loggers, system.n_params)
     except Exception as exc:
         error = failure(exc)
         record(run_dir, run_result(cfg, run_dir, None, attempt, Outcome(
