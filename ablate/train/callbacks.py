@@ -1,12 +1,11 @@
 """Callbacks of a training run: token throughput, failing fast on a non-finite loss, progress for a sweep's
 pool, a graceful stop on request, a stop on SIGINT or SIGTERM with a checkpoint of the step it stops at, the final
-values in every checkpoint, a validation at the last step, and a progress bar that shows the logged loss."""
+values in every checkpoint, the best validation and its best.ckpt, and a validation at the last step."""
 
 from __future__ import annotations
 
 import math
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
@@ -14,7 +13,6 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.callbacks import TQDMProgressBar
 
 from ablate.runs.metrics import CURVES, TOKENS_PER_S, TRAIN_LOSS, VAL_LOSS
 from ablate.train.life import BestWeights, ProgressFile, StopFile, TrainClock, not_finite, tokens_per_s
@@ -317,38 +315,3 @@ class ValidateAtLastStep(pl.Callback):
                            batch_idx: int) -> None:
         if 0 < trainer.max_steps <= trainer.global_step:
             trainer.should_stop = True
-
-
-class LoggedLossBar(TQDMProgressBar):
-    """Lightning's progress bar, also showing ``train/loss`` as last logged: read from the device at the steps it is
-    logged at (every ``every`` steps, and the last), not at every step, as a ``prog_bar=True`` metric would be.
-
-    Where stdout is not a terminal (a sweep run's ``train.log``), the training bar is drawn only when it has news: an
-    epoch's first batch (benchmarks/startup.py times the first step by it), its last, and the steps the loss is logged
-    at. Lightning draws it at every batch whatever tqdm's ``mininterval`` (a line a step: 500 in a quickstart run's
-    log). It still counts every batch, so whatever draws it next (a validation's end, the epoch's end) shows the batch
-    it is at.
-    """
-
-    def __init__(self, every: int, every_step: bool | None = None):
-        super().__init__()
-        self.every = every
-        self.every_step = sys.stdout.isatty() if every_step is None else every_step  # None: on a terminal only
-        self._shown: dict[str, float] = {}
-
-    def _logs_loss(self, trainer: pl.Trainer) -> bool:
-        step = trainer.global_step  # optimiser steps done, this one included
-        return step % self.every == 0 or trainer.should_stop or step >= trainer.max_steps > 0
-
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
-        bar = self.train_progress_bar
-        if self.every_step or batch_idx == 0 or batch_idx + 1 == bar.total or self._logs_loss(trainer):
-            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
-        elif not bar.disable:
-            bar.n = batch_idx + 1  # counted, drawn with the next news
-
-    def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
-        if self._logs_loss(trainer) and (loss := trainer.callback_metrics.get(TRAIN_LOSS)) is not None:
-            self._shown = {TRAIN_LOSS: float(loss)}
-        return {**super().get_metrics(trainer, pl_module), **self._shown}

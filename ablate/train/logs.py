@@ -1,6 +1,6 @@
 """What a training run prints: a log a person can read, whether it goes to a terminal or to a file.
 
-On a terminal, Lightning's bar (:class:`ablate.train.callbacks.LoggedLossBar`). Off one (a sweep run's ``train.log``,
+On a terminal, Lightning's bar (:class:`LoggedLossBar`). Off one (a sweep run's ``train.log``,
 ``ablate train > log``), tqdm's bar would write every redraw after a carriage return and the validation bar would move
 at every batch, so :class:`ProgressLines` writes a line per update instead: where training starts, the first step, each
 step the loss is logged at, each validation's scores. Lightning's adverts for its cloud services (its "💡 Tip:" lines)
@@ -20,13 +20,12 @@ from typing import Any
 
 import pytorch_lightning as pl
 from omegaconf import DictConfig
-from pytorch_lightning.callbacks import ProgressBar
+from pytorch_lightning.callbacks import ProgressBar, TQDMProgressBar
 from pytorch_lightning.utilities.model_summary import get_human_readable_count
 from torch import nn
 
 from ablate.model.flops import count_flops, sequence_length
 from ablate.runs.metrics import TRAIN_LOSS
-from ablate.train.callbacks import LoggedLossBar
 
 ADVERT = "💡 Tip:"  # how Lightning's adverts begin
 LIGHTNING_LOGGERS = ("pytorch_lightning.utilities.rank_zero", "lightning_fabric.utilities.rank_zero")
@@ -53,6 +52,41 @@ def summary_line(model: nn.Module, cfg: DictConfig, parameters: int) -> str:
     T = sequence_length(cfg, model)
     return (f"ablate: model {type(model).__name__}: {get_human_readable_count(parameters)} parameters, "
             f"{get_human_readable_count(int(count_flops(model, cfg, T)))} training FLOPs per target token (T = {T})")
+
+
+class LoggedLossBar(TQDMProgressBar):
+    """Lightning's progress bar, also showing ``train/loss`` as last logged: read from the device at the steps it is
+    logged at (every ``every`` steps, and the last), not at every step, as a ``prog_bar=True`` metric would be.
+
+    Where stdout is not a terminal (a sweep run's ``train.log``), the training bar is drawn only when it has news: an
+    epoch's first batch (benchmarks/startup.py times the first step by it), its last, and the steps the loss is logged
+    at. Lightning draws it at every batch whatever tqdm's ``mininterval`` (a line a step: 500 in a quickstart run's
+    log). It still counts every batch, so whatever draws it next (a validation's end, the epoch's end) shows the batch
+    it is at.
+    """
+
+    def __init__(self, every: int, every_step: bool | None = None):
+        super().__init__()
+        self.every = every
+        self.every_step = sys.stdout.isatty() if every_step is None else every_step  # None: on a terminal only
+        self._shown: dict[str, float] = {}
+
+    def _logs_loss(self, trainer: pl.Trainer) -> bool:
+        step = trainer.global_step  # optimiser steps done, this one included
+        return step % self.every == 0 or trainer.should_stop or step >= trainer.max_steps > 0
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        bar = self.train_progress_bar
+        if self.every_step or batch_idx == 0 or batch_idx + 1 == bar.total or self._logs_loss(trainer):
+            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        elif not bar.disable:
+            bar.n = batch_idx + 1  # counted, drawn with the next news
+
+    def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
+        if self._logs_loss(trainer) and (loss := trainer.callback_metrics.get(TRAIN_LOSS)) is not None:
+            self._shown = {TRAIN_LOSS: float(loss)}
+        return {**super().get_metrics(trainer, pl_module), **self._shown}
 
 
 def progress(every: int, enabled: bool) -> list[pl.Callback]:

@@ -37,7 +37,7 @@ class TransformerSystem(pl.LightningModule):
     ``train/loss`` is the mean over the steps since it was last logged, summed on the loss's device and logged every
     ``train.log_every`` steps (and at the last), not with ``prog_bar=True``: Lightning converts a step's progress-bar
     metrics to Python numbers whenever it gathers its metrics (three times a step), which stalls the loop on a GPU.
-    The bar shows it as logged (:class:`ablate.train.callbacks.LoggedLossBar`).
+    The bar shows it as logged (:class:`ablate.train.logs.LoggedLossBar`).
     """
 
     def __init__(self, config: dict):
