@@ -8,6 +8,7 @@ import contextlib
 import functools
 import io
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,24 @@ def _group(item) -> str:
     """The xdist group an item is scheduled with: its ``xdist_group`` mark, else itself."""
     mark = item.get_closest_marker("xdist_group")
     return str(mark.args[0]) if mark and mark.args else item.nodeid
+
+
+def assert_same_values(a, b, where: str) -> None:
+    """``a`` and ``b`` (JSON-like: dicts, lists, numbers, strings) hold the same keys and values, floats to fp32
+    tolerance (two NaNs agree): what two processes that train the same run record. ``where`` names the first that
+    differs."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys(), (where, sorted(a), sorted(b))
+        for key in a:
+            assert_same_values(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), (where, a, b)
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_values(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) or isinstance(b, float):
+        assert (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6), (where, a, b)
+    else:
+        assert a == b, (where, a, b)
 
 
 def result_of(run_dir: Path) -> dict:

@@ -74,16 +74,13 @@ class BestWeights:
         self.path = best_checkpoint(run_dir)
         self.value = math.inf
 
-    def offer(self, value: float, state_dict: Mapping[str, Any] | None, cfg: Any, step: int) -> bool:
+    def offer(self, value: float, state_dict: Mapping[str, Any] | None, cfg: Any, step: int) -> None:
         """The validation at ``step`` scored ``value``: when it is the best, keep it and write ``state_dict`` (the
-        model's weights; None: another process writes them, a DDP rank other than the first) as best.ckpt. Whether
-        it was."""
-        if not (math.isfinite(value) and value < self.value):
-            return False
-        self.value = value
-        if state_dict is not None:
-            save_weights(self.path, dict(state_dict), cfg, step)
-        return True
+        model's weights; None: another process writes them, a DDP rank other than the first) as best.ckpt."""
+        if math.isfinite(value) and value < self.value:
+            self.value = value
+            if state_dict is not None:
+                save_weights(self.path, dict(state_dict), cfg, step)
 
 
 def not_finite(metric: str, step: int, value: float | None = None) -> FloatingPointError:

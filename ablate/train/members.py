@@ -77,7 +77,7 @@ class Members(pl.Callback):
         self._counting: torch.Tensor | None = None  # (K,) 1 for the members still training, on the device
         self._stopping: list[Member] = []  # stopped by a request at this step: validated at it
         self._on_schedule = False  # whether this step validates anyway
-        self._lr: float | None = None  # the learning rate this step trains with (the scheduler steps after it)
+        self._lr = 0.0  # the learning rate this step trains with (the scheduler steps after it)
         self.clock = TrainClock()  # the array's training seconds, validation excluded: every member's
 
     def state_dict(self) -> dict[str, Any]:
@@ -156,7 +156,7 @@ class Members(pl.Callback):
         pl_module.train_sum.zero_()
         pl_module.train_steps.zero_()
         self._check(trainer, pl_module)
-        lr = self._lr if self._lr is not None else trainer.optimizers[0].param_groups[0]["lr"]
+        lr = self._lr  # read as this step started: a log follows a trained batch (its tokens are counted)
         aux = {name: value.tolist() for name, value in pl_module.aux_last.items()}
         for m, n, loss in zip(self.members, tokens, losses):
             m.tokens += n

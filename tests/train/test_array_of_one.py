@@ -9,14 +9,13 @@ nothing.
 from __future__ import annotations
 
 import json
-import math
 
 import torch
 
 from ablate.config import load_config
 from ablate.train.array import train_array
 from ablate.train.run import train
-from tests.conftest import REPO, TINY, result_of
+from tests.conftest import REPO, TINY, assert_same_values, result_of
 
 ARGS = [*TINY, "trainer.enable_progress_bar=false", "trainer.precision=32-true", "trainer.threads=1",
         "model.dropout=0.0", "model.attention_dropout=0.0", "train.max_steps=30", "train.val_every=10",
@@ -41,21 +40,6 @@ def _weights(path) -> tuple[dict[str, torch.Tensor], int]:
     return weights, checkpoint["global_step"]
 
 
-def _close(a, b, where: str) -> None:
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), (where, sorted(set(a) ^ set(b)))
-        for key in a:
-            _close(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            _close(x, y, f"{where}[{i}]")
-    elif isinstance(a, float):
-        assert math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6), (where, a, b)
-    else:
-        assert a == b, (where, a, b)
-
-
 def test_an_array_of_one_member_trains_and_records_what_the_solo_run_does(tmp_path):
     solo = train(load_config(REPO / "configs/default.yaml", [*ARGS, f"output_dir={tmp_path / 'solo'}"]))
     (member,) = train_array([load_config(REPO / "configs/default.yaml", [*ARGS, f"output_dir={tmp_path / 'one'}"])])
@@ -63,10 +47,10 @@ def test_an_array_of_one_member_trains_and_records_what_the_solo_run_does(tmp_pa
     assert b["fused"]["members"] == 1 and a["status"] == "finished" and a["step"] == 30
     assert set(a) | {"fused"} == set(b), sorted(set(a) ^ set(b))
     final = {k for k in a["final"] if not k.endswith("tokens_per_s")}
-    _close({k: v for k, v in a.items() if k not in ASIDE | {"final"}},
-           {k: v for k, v in b.items() if k not in ASIDE | {"final"}}, "result")
-    _close({k: a["final"][k] for k in final}, {k: b["final"][k] for k in final}, "result.final")
-    _close(*(json.loads((d / "progress.json").read_text()) for d in (solo, member)), "progress.json")
+    assert_same_values({k: v for k, v in a.items() if k not in ASIDE | {"final"}},
+                       {k: v for k, v in b.items() if k not in ASIDE | {"final"}}, "result")
+    assert_same_values({k: a["final"][k] for k in final}, {k: b["final"][k] for k in final}, "result.final")
+    assert_same_values(*(json.loads((d / "progress.json").read_text()) for d in (solo, member)), "progress.json")
     for name in ("last.ckpt", "best.ckpt", "step-20.ckpt", "step-30.ckpt"):
         (wa, step_a), (wb, step_b) = _weights(solo / "checkpoints" / name), _weights(member / "checkpoints" / name)
         assert step_a == step_b and wa.keys() == wb.keys(), name

@@ -13,7 +13,6 @@ A signal or a kill is sent once the run under test has reached a known step (its
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shlex
@@ -29,7 +28,7 @@ import wandb
 from omegaconf import OmegaConf
 
 from ablate.config import load_config
-from tests.conftest import LM, REPO, TINY, ablate_here, result_of
+from tests.conftest import LM, REPO, TINY, ablate_here, assert_same_values, result_of
 from tests.runs.wandb_records import RunLog
 
 STEPS, EVERY = 40, 10
@@ -101,21 +100,6 @@ def _step_of(checkpoint: Path) -> int:
         return -1
 
 
-def _assert_close(a, b, where: str) -> None:
-    if isinstance(a, dict) and isinstance(b, dict):
-        assert a.keys() == b.keys(), (where, sorted(a), sorted(b))
-        for key in a:
-            _assert_close(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, list) and isinstance(b, list):
-        assert len(a) == len(b), (where, a, b)
-        for i, (x, y) in enumerate(zip(a, b)):
-            _assert_close(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) or isinstance(b, float):
-        assert (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6), (where, a, b)
-    else:
-        assert a == b, (where, a, b)
-
-
 def _comparable(result: dict) -> dict:
     """What two lives of one run must share: every recorded field but times, throughputs and paths."""
     kept = {k: v for k, v in result.items() if k not in NOT_COMPARED}
@@ -129,8 +113,8 @@ def _assert_same_result(a: Path, b: Path, *, aside: frozenset[str] = frozenset({
     same progress.json."""
     ra, rb = ({k: v for k, v in result_of(d).items() if k not in aside} for d in (a, b))
     assert set(ra) == set(rb), sorted(set(ra) ^ set(rb))
-    _assert_close(_comparable(ra), _comparable(rb), "result")
-    _assert_close(_history(a), _history(b), "progress.json")
+    assert_same_values(_comparable(ra), _comparable(rb), "result")
+    assert_same_values(_history(a), _history(b), "progress.json")
 
 
 def _history(run_dir: Path) -> dict:
@@ -265,15 +249,15 @@ def test_an_array_member_logs_to_wandb_what_its_solo_twin_logs(life):
     assert {k for row in a.history for k in row} == {k for row in b.history for k in row}
     losses = [{row["step"]: row["val/loss"] for row in log.history if "val/loss" in row} for log in (a, b)]
     assert sorted(losses[0]) == list(range(EVERY, STEPS + 1, EVERY))
-    _assert_close(losses[0], losses[1], "history val/loss")
+    assert_same_values(losses[0], losses[1], "history val/loss")
     for key in ("train/loss", "train/lr"):  # the learning rate logged at a step is the one that step trained with
-        _assert_close(*({row["step"]: row[key] for row in log.history if key in row} for log in (a, b)), key)
+        assert_same_values(*({row["step"]: row[key] for row in log.history if key in row} for log in (a, b)), key)
     assert a.summary.keys() == b.summary.keys() and {"best/val/loss", "final/val/loss"} <= a.summary.keys()
-    _assert_close({k: v for k, v in a.summary.items() if not k.startswith("_") and "tokens_per_s" not in k
-                   and k not in NOT_COMPARED}, {k: v for k, v in b.summary.items() if not k.startswith("_")
-                   and "tokens_per_s" not in k and k not in NOT_COMPARED}, "summary")
+    untimed = [{k: v for k, v in log.summary.items() if not k.startswith("_") and "tokens_per_s" not in k
+                and k not in NOT_COMPARED} for log in (a, b)]
+    assert_same_values(*untimed, "summary")
     assert a.config.pop("output_dir") != b.config.pop("output_dir")
-    _assert_close(a.config, b.config, "config")
+    assert_same_values(a.config, b.config, "config")
     for log, run_dir in ((a, member), (b, twin)):
         assert log.summary["status"] == result_of(run_dir)["status"] == "finished" and "exit" in log.kinds()
 
@@ -316,5 +300,5 @@ def test_an_array_member_evaluates_as_its_solo_twin_does(shared_data, tmp_path):
             assert out.returncode == 0, out.stderr[-3000:]
             scores.append(_untimed({k: v for k, v in result_of(run_dir).items() if before.get(k) != v}))
     assert scores[0] and any(k.startswith("val/loss") for k in scores[0]), scores[0]
-    _assert_close(scores[0], scores[2], "best")
-    _assert_close(scores[1], scores[3], "last")
+    assert_same_values(scores[0], scores[2], "best")
+    assert_same_values(scores[1], scores[3], "last")
